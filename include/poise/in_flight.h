@@ -1,0 +1,96 @@
+// Per-backend in-flight request counters.
+//
+// A counter is shared (std::shared_ptr) by every picker generation that knows
+// its backend and by every call still holding a guard on it, so a call that
+// finishes after its backend left the address list still releases into the
+// right counter and no one else's.
+#ifndef POISE_IN_FLIGHT_H_
+#define POISE_IN_FLIGHT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+namespace poise {
+
+// Padded to a cache line so neighbouring backends' counters do not contend.
+class alignas(64) InFlightCounter final {
+ public:
+  static constexpr uint64_t kNoLimit = 0;
+
+  // `limit` is the hard maximum of concurrent requests; kNoLimit for none.
+  explicit InFlightCounter(uint64_t limit = kNoLimit) : limit_(limit) {}
+  InFlightCounter(const InFlightCounter&) = delete;
+  InFlightCounter& operator=(const InFlightCounter&) = delete;
+
+  uint64_t limit() const { return limit_; }
+  uint64_t Load() const { return count_.load(std::memory_order_relaxed); }
+  bool AtLimit() const { return limit_ != kNoLimit && Load() >= limit_; }
+
+  // Takes one slot; false (and no change) when the limit is reached.
+  bool TryAcquire() {
+    if (limit_ == kNoLimit) {
+      count_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+    uint64_t current = count_.load(std::memory_order_relaxed);
+    do {
+      if (current >= limit_) return false;
+    } while (!count_.compare_exchange_weak(current, current + 1,
+                                           std::memory_order_relaxed));
+    return true;
+  }
+
+  // Gives back a slot taken by TryAcquire. Prefer InFlightGuard.
+  void Release() { count_.fetch_sub(1, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> count_{0};
+  const uint64_t limit_;
+};
+
+// Holds one acquired slot and gives it back exactly once: on Release(), on
+// destruction, or never twice after a move.
+class InFlightGuard final {
+ public:
+  InFlightGuard() = default;
+
+  // Acquires a slot on `counter`; an empty guard when the limit is reached.
+  static InFlightGuard TryAcquire(std::shared_ptr<InFlightCounter> counter) {
+    InFlightGuard guard;
+    if (counter != nullptr && counter->TryAcquire()) {
+      guard.counter_ = std::move(counter);
+    }
+    return guard;
+  }
+
+  InFlightGuard(InFlightGuard&& other) noexcept
+      : counter_(std::move(other.counter_)) {}
+  InFlightGuard& operator=(InFlightGuard&& other) noexcept {
+    if (this != &other) {
+      Release();
+      counter_ = std::move(other.counter_);
+    }
+    return *this;
+  }
+  InFlightGuard(const InFlightGuard&) = delete;
+  InFlightGuard& operator=(const InFlightGuard&) = delete;
+  ~InFlightGuard() { Release(); }
+
+  bool held() const { return counter_ != nullptr; }
+
+  void Release() {
+    if (counter_ != nullptr) {
+      counter_->Release();
+      counter_.reset();
+    }
+  }
+
+ private:
+  std::shared_ptr<InFlightCounter> counter_;
+};
+
+}  // namespace poise
+
+#endif  // POISE_IN_FLIGHT_H_

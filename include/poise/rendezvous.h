@@ -1,0 +1,206 @@
+// Weighted rendezvous hashing and its bounded-load refinement.
+//
+// WeightedRendezvous gives every key a stable, weight-proportional preference
+// order over backends. BoundedLoadRendezvous walks that order and takes the
+// first backend whose sampled in-flight load is below its bound, so an idle
+// cluster routes exactly like WeightedRendezvous and a hot owner spills to the
+// key's next choice instead of melting.
+#ifndef POISE_RENDEZVOUS_H_
+#define POISE_RENDEZVOUS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "poise/hash.h"
+
+namespace poise {
+
+// One backend as seen by a single decision. `identity` is borrowed.
+struct Candidate {
+  std::string_view identity;
+  uint32_t weight = 1;   // a zero weight makes the candidate ineligible
+  bool eligible = true;  // ineligible candidates are never hashed or sampled
+
+  bool IsEligible() const { return eligible && weight != 0; }
+};
+
+enum class PickError : uint8_t {
+  kEmpty,                    // no candidates at all
+  kNoEligibleCandidates,     // candidates, but none eligible
+  kWeightOverflow,           // eligible weights sum past UINT32_MAX
+  kLoadOverflow,             // sampled loads (plus the new request) past UINT64_MAX
+  kScratchCapacityExceeded,  // the sample buffer could not grow
+};
+
+// A stable, human-readable name for logs and statuses.
+const char* ToString(PickError error);
+
+// A value or a PickError; the core never throws.
+template <typename T>
+class Result final {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(PickError error) : v_(error) {}     // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return v_.index() == 0; }
+  const T& value() const { return std::get<0>(v_); }
+  T& value() { return std::get<0>(v_); }
+  PickError error() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, PickError> v_;
+};
+
+// The position of one candidate in a key's preference order.
+struct Rank {
+  double score;   // -ln U / weight; smaller is better
+  uint64_t z;     // the mixed hash; larger breaks score ties
+  uint32_t weight;
+  size_t index;   // position in the candidate list; earlier breaks the rest
+
+  // The contract's total order: smaller score, then larger z, then larger
+  // weight (duplicate identities), then the earlier entry.
+  bool Precedes(const Rank& other) const {
+    if (score != other.score) return score < other.score;
+    if (z != other.z) return z > other.z;
+    if (weight != other.weight) return weight > other.weight;
+    return index < other.index;
+  }
+};
+
+Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index);
+
+class WeightedRendezvous final {
+ public:
+  // The index of the key's owner among the eligible candidates. O(n), no
+  // allocation.
+  static Result<size_t> Pick(std::string_view key,
+                             const std::vector<Candidate>& candidates);
+
+  // Every eligible candidate, best first (for tools and tests; allocates).
+  static Result<std::vector<Rank>> Ranking(
+      std::string_view key, const std::vector<Candidate>& candidates);
+};
+
+// The outcome of one bounded-load decision. Indices refer to the candidate list.
+struct Decision {
+  size_t affinity;             // the unconstrained weighted-rendezvous owner
+  size_t selection;            // the first candidate in the owner's order with room
+  bool spilled;                // selection != affinity
+  uint64_t selected_load;      // the selection's sampled load
+  uint64_t selected_capacity;  // its bound (saturated at UINT64_MAX)
+};
+
+// Per-thread buffer for the loads sampled during one decision. It grows to the
+// largest candidate count seen and is then reused, so decisions stop
+// allocating after warm-up. Not thread-safe: give each thread its own.
+class DecisionScratch final {
+ public:
+  explicit DecisionScratch(size_t max_candidates = kUnlimited)
+      : max_candidates_(max_candidates) {}
+
+  static constexpr size_t kUnlimited = static_cast<size_t>(-1);
+
+  size_t capacity() const { return loads_.capacity(); }
+  // Returns the retained memory to the allocator.
+  void Release() {
+    loads_.clear();
+    loads_.shrink_to_fit();
+  }
+
+ private:
+  friend class BoundedLoadRendezvous;
+
+  // Makes room for n samples without throwing.
+  bool Reserve(size_t n) {
+    if (n > max_candidates_) return false;
+    if (n <= loads_.capacity()) return true;
+    try {
+      loads_.reserve(n);
+    } catch (const std::bad_alloc&) {
+      return false;
+    } catch (const std::length_error&) {
+      return false;
+    }
+    return true;
+  }
+
+  size_t max_candidates_;
+  std::vector<uint64_t> loads_;
+};
+
+class BoundedLoadRendezvous final {
+ public:
+  static constexpr uint32_t kDefaultFactorPercent = 150;
+  static constexpr uint32_t kMinFactorPercent = 100;
+
+  BoundedLoadRendezvous() = default;
+
+  // The policy for a balance factor in percent; none below kMinFactorPercent,
+  // where the bounds could leave no candidate with room.
+  static std::optional<BoundedLoadRendezvous> Create(uint32_t factor_percent) {
+    if (factor_percent < kMinFactorPercent) return std::nullopt;
+    return BoundedLoadRendezvous(factor_percent);
+  }
+
+  uint32_t factor_percent() const { return factor_percent_; }
+
+  // ceil(factor * (total_load + 1) * weight / (100 * total_weight)), exact,
+  // saturated at UINT64_MAX. Requires total_load < UINT64_MAX and
+  // 0 < weight <= total_weight.
+  static uint64_t Capacity(uint32_t factor_percent, uint64_t total_load,
+                           uint32_t weight, uint32_t total_weight);
+
+  // Samples `load(i)` (any callable size_t -> uint64_t) exactly once for every
+  // eligible candidate, then selects the first candidate in the key's
+  // weighted-rendezvous order whose load is below its capacity. Thread-safe
+  // for distinct scratches.
+  template <typename LoadFn>
+  Result<Decision> Decide(std::string_view key,
+                          const std::vector<Candidate>& candidates,
+                          LoadFn&& load, DecisionScratch& scratch) const {
+    if (candidates.empty()) return PickError::kEmpty;
+    if (!scratch.Reserve(candidates.size())) {
+      return PickError::kScratchCapacityExceeded;
+    }
+    std::vector<uint64_t>& loads = scratch.loads_;
+    loads.resize(candidates.size());  // within capacity: never allocates
+    uint64_t total_load = 0;
+    uint64_t total_weight = 0;
+    bool load_overflow = false;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!candidates[i].IsEligible()) continue;
+      const uint64_t sampled = static_cast<uint64_t>(load(i));
+      loads[i] = sampled;
+      load_overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
+      total_weight += candidates[i].weight;  // n < 2^32 candidates: no wrap
+    }
+    return DecideSampled(key, candidates, loads, total_load, total_weight,
+                         load_overflow);
+  }
+
+ private:
+  // The hashing half of Decide, out of line so the floating-point contract is
+  // compiled once, with the contract's flags.
+  Result<Decision> DecideSampled(std::string_view key,
+                                 const std::vector<Candidate>& candidates,
+                                 const std::vector<uint64_t>& loads,
+                                 uint64_t total_load, uint64_t total_weight,
+                                 bool load_overflow) const;
+
+  explicit BoundedLoadRendezvous(uint32_t factor_percent)
+      : factor_percent_(factor_percent) {}
+
+  uint32_t factor_percent_ = kDefaultFactorPercent;
+};
+
+}  // namespace poise
+
+#endif  // POISE_RENDEZVOUS_H_

@@ -1,0 +1,87 @@
+#include "poise/in_flight.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace poise {
+namespace {
+
+TEST(InFlight, GuardReleasesExactlyOnce) {
+  auto counter = std::make_shared<InFlightCounter>();
+  {
+    InFlightGuard a = InFlightGuard::TryAcquire(counter);
+    EXPECT_TRUE(a.held());
+    EXPECT_EQ(counter->Load(), 1u);
+    InFlightGuard b = std::move(a);  // moved-from guard owns nothing
+    EXPECT_FALSE(a.held());          // NOLINT(bugprone-use-after-move)
+    EXPECT_EQ(counter->Load(), 1u);
+    b.Release();
+    b.Release();
+    EXPECT_EQ(counter->Load(), 0u);
+    InFlightGuard c = InFlightGuard::TryAcquire(counter);
+    c = InFlightGuard::TryAcquire(counter);  // releases the old slot
+    EXPECT_EQ(counter->Load(), 1u);
+  }
+  EXPECT_EQ(counter->Load(), 0u);
+}
+
+TEST(InFlight, GuardOutlivesItsOwnersReference) {
+  auto counter = std::make_shared<InFlightCounter>();
+  InFlightGuard guard = InFlightGuard::TryAcquire(counter);
+  std::weak_ptr<InFlightCounter> weak = counter;
+  counter.reset();  // the backend left the list
+  EXPECT_FALSE(weak.expired());
+  EXPECT_EQ(weak.lock()->Load(), 1u);
+  guard.Release();
+  EXPECT_TRUE(weak.expired());
+}
+
+TEST(InFlight, LimitRefusesWithoutChangingTheCount) {
+  auto counter = std::make_shared<InFlightCounter>(2);
+  InFlightGuard a = InFlightGuard::TryAcquire(counter);
+  InFlightGuard b = InFlightGuard::TryAcquire(counter);
+  EXPECT_TRUE(counter->AtLimit());
+  InFlightGuard c = InFlightGuard::TryAcquire(counter);
+  EXPECT_FALSE(c.held());
+  EXPECT_EQ(counter->Load(), 2u);
+  a.Release();
+  EXPECT_TRUE(InFlightGuard::TryAcquire(counter).held());
+  EXPECT_EQ(counter->Load(), 1u);
+}
+
+TEST(InFlight, LimitHoldsUnderConcurrentThreads) {
+  constexpr uint64_t kLimit = 3;
+  auto counter = std::make_shared<InFlightCounter>(kLimit);
+  std::atomic<uint64_t> peak{0};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20000; ++i) {
+        InFlightGuard g = InFlightGuard::TryAcquire(counter);
+        if (!g.held()) {
+          refused.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        const uint64_t now = counter->Load();
+        uint64_t seen = peak.load();
+        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LE(peak.load(), kLimit);
+  EXPECT_EQ(counter->Load(), 0u);
+}
+
+TEST(InFlight, CountersSitOnSeparateCacheLines) {
+  EXPECT_GE(alignof(InFlightCounter), 64u);
+  EXPECT_GE(sizeof(InFlightCounter), 64u);
+}
+
+}  // namespace
+}  // namespace poise
