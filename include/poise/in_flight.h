@@ -27,18 +27,26 @@ class alignas(64) InFlightCounter final {
   uint64_t limit() const { return limit_; }
   uint64_t Load() const { return count_.load(std::memory_order_relaxed); }
   bool AtLimit() const { return limit_ != kNoLimit && Load() >= limit_; }
+  // The highest count ever reached (for statistics).
+  uint64_t Peak() const { return peak_.load(std::memory_order_relaxed); }
 
   // Takes one slot; false (and no change) when the limit is reached.
   bool TryAcquire() {
+    uint64_t now;
     if (limit_ == kNoLimit) {
-      count_.fetch_add(1, std::memory_order_relaxed);
-      return true;
+      now = count_.fetch_add(1, std::memory_order_relaxed) + 1;
+    } else {
+      uint64_t current = count_.load(std::memory_order_relaxed);
+      do {
+        if (current >= limit_) return false;
+      } while (!count_.compare_exchange_weak(current, current + 1,
+                                             std::memory_order_relaxed));
+      now = current + 1;
     }
-    uint64_t current = count_.load(std::memory_order_relaxed);
-    do {
-      if (current >= limit_) return false;
-    } while (!count_.compare_exchange_weak(current, current + 1,
-                                           std::memory_order_relaxed));
+    uint64_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak &&
+           !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
     return true;
   }
 
@@ -47,6 +55,7 @@ class alignas(64) InFlightCounter final {
 
  private:
   std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> peak_{0};
   const uint64_t limit_;
 };
 

@@ -32,10 +32,10 @@ struct Candidate {
 };
 
 enum class PickError : uint8_t {
-  kEmpty,                    // no candidates at all
-  kNoEligibleCandidates,     // candidates, but none eligible
-  kWeightOverflow,           // eligible weights sum past UINT32_MAX
-  kLoadOverflow,             // sampled loads (plus the new request) past UINT64_MAX
+  kEmpty,                 // no candidates at all
+  kNoEligibleCandidates,  // candidates, but none eligible
+  kWeightOverflow,        // eligible weights sum past UINT32_MAX
+  kLoadOverflow,  // sampled loads (plus the new request) past UINT64_MAX
   kScratchCapacityExceeded,  // the sample buffer could not grow
 };
 
@@ -46,8 +46,9 @@ const char* ToString(PickError error);
 template <typename T>
 class Result final {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(PickError error) : v_(error) {}     // NOLINT(google-explicit-constructor)
+  Result(T value)
+      : v_(std::move(value)) {}           // NOLINT(google-explicit-constructor)
+  Result(PickError error) : v_(error) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
   const T& value() const { return std::get<0>(v_); }
@@ -60,10 +61,10 @@ class Result final {
 
 // The position of one candidate in a key's preference order.
 struct Rank {
-  double score;   // -ln U / weight; smaller is better
-  uint64_t z;     // the mixed hash; larger breaks score ties
+  double score;  // -ln U / weight; smaller is better
+  uint64_t z;    // the mixed hash; larger breaks score ties
   uint32_t weight;
-  size_t index;   // position in the candidate list; earlier breaks the rest
+  size_t index;  // position in the candidate list; earlier breaks the rest
 
   // The contract's total order: smaller score, then larger z, then larger
   // weight (duplicate identities), then the earlier entry.
@@ -89,12 +90,13 @@ class WeightedRendezvous final {
       std::string_view key, const std::vector<Candidate>& candidates);
 };
 
-// The outcome of one bounded-load decision. Indices refer to the candidate list.
+// The outcome of one bounded-load decision. Indices refer to the candidate
+// list.
 struct Decision {
-  size_t affinity;             // the unconstrained weighted-rendezvous owner
-  size_t selection;            // the first candidate in the owner's order with room
-  bool spilled;                // selection != affinity
-  uint64_t selected_load;      // the selection's sampled load
+  size_t affinity;         // the unconstrained weighted-rendezvous owner
+  size_t selection;        // the first candidate in the owner's order with room
+  bool spilled;            // selection != affinity
+  uint64_t selected_load;  // the selection's sampled load
   uint64_t selected_capacity;  // its bound (saturated at UINT64_MAX)
 };
 

@@ -10,7 +10,8 @@ double LnUnit(uint64_t z) {
   int e = 63;
   while ((s >> e) == 0) --e;  // floor(log2 s); s is never zero
   // s / 2^e is exact: both are representable and the quotient has <= 53 bits.
-  const double m = static_cast<double>(s) / static_cast<double>(uint64_t{1} << e);
+  const double m =
+      static_cast<double>(s) / static_cast<double>(uint64_t{1} << e);
   const double t = (m - 1.0) / (m + 1.0);
   const double t2 = t * t;
   double sum = 0.0;

@@ -65,8 +65,8 @@ uint64_t BoundedLoadRendezvous::Capacity(uint32_t factor_percent,
   const u128 numerator =
       u128{factor_percent} * (u128{total_load} + 1) * u128{weight};
   const u128 denominator = u128{100} * total_weight;
-  const u128 capacity = numerator / denominator +
-                        (numerator % denominator != 0 ? 1 : 0);
+  const u128 capacity =
+      numerator / denominator + (numerator % denominator != 0 ? 1 : 0);
   return capacity > u128{UINT64_MAX} ? UINT64_MAX
                                      : static_cast<uint64_t>(capacity);
 }

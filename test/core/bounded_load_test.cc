@@ -11,7 +11,8 @@ namespace {
 
 std::vector<Candidate> View(const std::vector<reference::Backend>& backends) {
   std::vector<Candidate> out;
-  for (const auto& b : backends) out.push_back({b.identity, b.weight, b.eligible});
+  for (const auto& b : backends)
+    out.push_back({b.identity, b.weight, b.eligible});
   return out;
 }
 
@@ -22,9 +23,11 @@ Result<Decision> DecideWith(uint32_t factor, std::string_view key,
       key, View(backends), [&](size_t i) { return backends[i].load; }, scratch);
 }
 
-std::vector<reference::Backend> Backends(std::initializer_list<uint32_t> weights) {
+std::vector<reference::Backend> Backends(
+    std::initializer_list<uint32_t> weights) {
   std::vector<reference::Backend> out;
-  for (uint32_t w : weights) out.push_back({"b" + std::to_string(out.size()), w});
+  for (uint32_t w : weights)
+    out.push_back({"b" + std::to_string(out.size()), w});
   return out;
 }
 
@@ -146,7 +149,8 @@ TEST(BoundedLoad, ClosedLoopNeverExceedsCapacity) {
   for (const auto& weights : weight_sets) {
     for (uint32_t factor : {100u, 125u, 150u, 200u}) {
       std::vector<reference::Backend> b;
-      for (uint32_t w : weights) b.push_back({"s" + std::to_string(b.size()), w});
+      for (uint32_t w : weights)
+        b.push_back({"s" + std::to_string(b.size()), w});
       std::mt19937 rng(factor);
       for (int request = 0; request < 3000; ++request) {
         // Half the traffic is one hot key.

@@ -75,6 +75,8 @@ TEST(InFlight, LimitHoldsUnderConcurrentThreads) {
   }
   for (auto& t : threads) t.join();
   EXPECT_LE(peak.load(), kLimit);
+  EXPECT_LE(counter->Peak(), kLimit);
+  EXPECT_GE(counter->Peak(), peak.load());
   EXPECT_EQ(counter->Load(), 0u);
 }
 

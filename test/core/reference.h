@@ -43,7 +43,8 @@ inline double LnU(uint64_t z) {
   const uint64_t s = (z >> 11) + 1;
   int e = 0;
   while (e < 53 && (uint64_t{1} << (e + 1)) <= s) ++e;
-  const double m = static_cast<double>(s) / static_cast<double>(uint64_t{1} << e);
+  const double m =
+      static_cast<double>(s) / static_cast<double>(uint64_t{1} << e);
   const double t = (m - 1.0) / (m + 1.0);
   const double tt = t * t;
   double sum = 0.0;

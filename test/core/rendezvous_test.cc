@@ -14,7 +14,8 @@ namespace {
 
 std::vector<Candidate> View(const std::vector<reference::Backend>& backends) {
   std::vector<Candidate> out;
-  for (const auto& b : backends) out.push_back({b.identity, b.weight, b.eligible});
+  for (const auto& b : backends)
+    out.push_back({b.identity, b.weight, b.eligible});
   return out;
 }
 
@@ -24,7 +25,8 @@ size_t Owner(std::string_view key, const std::vector<Candidate>& candidates) {
   return r.ok() ? r.value() : SIZE_MAX;
 }
 
-std::vector<reference::Backend> Backends(std::initializer_list<uint32_t> weights) {
+std::vector<reference::Backend> Backends(
+    std::initializer_list<uint32_t> weights) {
   std::vector<reference::Backend> out;
   for (uint32_t w : weights) {
     out.push_back({"backend-" + std::to_string(out.size()), w});
@@ -53,8 +55,7 @@ TEST(WeightedRendezvous, MatchesReferenceOrder) {
     const size_t n = 1 + rng() % 12;
     for (size_t i = 0; i < n; ++i) {
       b.push_back({"id" + std::to_string(rng() % 20),
-                   static_cast<uint32_t>(1 + rng() % 5), 0,
-                   rng() % 5 != 0});
+                   static_cast<uint32_t>(1 + rng() % 5), 0, rng() % 5 != 0});
     }
     const std::string key = "k" + std::to_string(trial);
     const auto expected = reference::Order(key, b);
@@ -74,7 +75,8 @@ TEST(WeightedRendezvous, EqualWeightsAreOrdinaryRendezvous) {
   for (uint32_t weight : {1u, 7u, 4294967295u}) {
     std::vector<Candidate> c;
     std::vector<std::string> ids;
-    for (int i = 0; i < 16; ++i) ids.push_back("10.0.0." + std::to_string(i) + ":443");
+    for (int i = 0; i < 16; ++i)
+      ids.push_back("10.0.0." + std::to_string(i) + ":443");
     for (const auto& id : ids) c.push_back({id, weight});
     for (int k = 0; k < 200000 / 3; ++k) {
       const std::string key = "session-" + std::to_string(k);

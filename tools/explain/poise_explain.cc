@@ -101,10 +101,12 @@ int main(int argc, char** argv) {
       have_key = true;
     } else if (flag == "--factor") {
       uint64_t parsed;
-      if (!ParseUnsigned(value, std::numeric_limits<uint32_t>::max(), &parsed) ||
+      if (!ParseUnsigned(value, std::numeric_limits<uint32_t>::max(),
+                         &parsed) ||
           parsed < poise::BoundedLoadRendezvous::kMinFactorPercent) {
-        return Usage("--factor must be an integer from 100 to 4294967295, not '" +
-                     std::string(value) + "'");
+        return Usage(
+            "--factor must be an integer from 100 to 4294967295, not '" +
+            std::string(value) + "'");
       }
       factor = static_cast<uint32_t>(parsed);
     } else {
@@ -115,7 +117,8 @@ int main(int argc, char** argv) {
       }
       std::string_view spec = value.substr(eq + 1);
       std::string_view load_text = "0";
-      if (const size_t colon = spec.find(':'); colon != std::string_view::npos) {
+      if (const size_t colon = spec.find(':');
+          colon != std::string_view::npos) {
         load_text = spec.substr(colon + 1);
         spec = spec.substr(0, colon);
       }
@@ -123,10 +126,12 @@ int main(int argc, char** argv) {
       uint64_t load;
       if (!ParseUnsigned(spec, std::numeric_limits<uint32_t>::max(), &weight) ||
           weight == 0) {
-        return Usage("backend weight must be an integer from 1 to 4294967295 in '" +
-                     std::string(value) + "'");
+        return Usage(
+            "backend weight must be an integer from 1 to 4294967295 in '" +
+            std::string(value) + "'");
       }
-      if (!ParseUnsigned(load_text, std::numeric_limits<uint64_t>::max(), &load)) {
+      if (!ParseUnsigned(load_text, std::numeric_limits<uint64_t>::max(),
+                         &load)) {
         return Usage("backend load must be a non-negative integer in '" +
                      std::string(value) + "'");
       }
@@ -161,24 +166,25 @@ int main(int argc, char** argv) {
   }
 
   const poise::Decision& d = decision.value();
-  std::printf("{\"key\":%s,\"factor\":%u,\"affinity\":%s,\"selection\":%s,"
-              "\"spilled\":%s,\"selected_load\":%" PRIu64
-              ",\"selected_capacity\":%" PRIu64 ",\"ranking\":[",
-              JsonString(key).c_str(), factor,
-              JsonString(backends[d.affinity].identity).c_str(),
-              JsonString(backends[d.selection].identity).c_str(),
-              d.spilled ? "true" : "false", d.selected_load,
-              d.selected_capacity);
+  std::printf(
+      "{\"key\":%s,\"factor\":%u,\"affinity\":%s,\"selection\":%s,"
+      "\"spilled\":%s,\"selected_load\":%" PRIu64
+      ",\"selected_capacity\":%" PRIu64 ",\"ranking\":[",
+      JsonString(key).c_str(), factor,
+      JsonString(backends[d.affinity].identity).c_str(),
+      JsonString(backends[d.selection].identity).c_str(),
+      d.spilled ? "true" : "false", d.selected_load, d.selected_capacity);
   const char* separator = "";
   for (const poise::Rank& r : ranking.value()) {
     const Backend& b = backends[r.index];
-    std::printf("%s{\"identity\":%s,\"weight\":%u,\"load\":%" PRIu64
-                ",\"hash\":%s,\"score\":%.17g,\"score_bits\":%s,\"capacity\":%" PRIu64
-                "}",
-                separator, JsonString(b.identity).c_str(), b.weight, b.load,
-                Hex(r.z).c_str(), r.score, Hex(Bits(r.score)).c_str(),
-                poise::BoundedLoadRendezvous::Capacity(factor, total_load,
-                                                       b.weight, total_weight));
+    std::printf(
+        "%s{\"identity\":%s,\"weight\":%u,\"load\":%" PRIu64
+        ",\"hash\":%s,\"score\":%.17g,\"score_bits\":%s,\"capacity\":%" PRIu64
+        "}",
+        separator, JsonString(b.identity).c_str(), b.weight, b.load,
+        Hex(r.z).c_str(), r.score, Hex(Bits(r.score)).c_str(),
+        poise::BoundedLoadRendezvous::Capacity(factor, total_load, b.weight,
+                                               total_weight));
     separator = ",";
   }
   std::printf("]}\n");
