@@ -59,18 +59,24 @@ std::string DataBlock(int index, const std::vector<Subject>& subjects,
 }
 
 // Capacity as a wide pale bar, the load as a narrow bar inside it: blue when
-// it fits, red when the subject is over capacity, so the tail is visible.
+// it fits, red when the subject is over capacity, so the tail is visible. The
+// load is drawn twice with the other half filtered out (NaN is skipped), so
+// the key shows both colours.
 std::string Panel(int index, const std::string& rule, const Metrics& m) {
+  const std::string data = "$rule" + std::to_string(index);
   std::ostringstream s;
   s << "set title " << Quoted(rule) << " . sprintf(': over %d (%d units), "
     << "undistributed %d', " << m.over << ", " << m.over_units << ", "
     << m.undistributed << ")\n"
-    << "plot $rule" << index
+    << "plot " << data
     << " using 1:3:(0.8) with boxes fs solid 0.35 lc rgb '#9e9e9e' "
        "title 'capacity', \\\n"
-    << "     $rule" << index
-    << " using 1:2:(0.45):($2 > $3 ? 0xd62728 : 0x1f77b4) with boxes "
-       "fs solid 0.9 lc rgb variable title 'load (red: over)'\n";
+    << "     " << data
+    << " using 1:($2 > $3 ? NaN : $2):(0.45) with boxes fs solid 0.9 "
+       "lc rgb '#1f77b4' title 'load', \\\n"
+    << "     " << data
+    << " using 1:($2 > $3 ? $2 : NaN):(0.45) with boxes fs solid 0.9 "
+       "lc rgb '#d62728' title 'load over capacity'\n";
   return s.str();
 }
 
@@ -93,11 +99,12 @@ std::string Script(const std::string& path, PlotFormat format,
   std::ostringstream s;
   s << Terminal(format, rows) << "set output " << Quoted(path) << "\n"
     << data.str()
-    // One y range for every panel, so heights compare across rules.
-    << "set yrange [0:" << (top + top / 10 + 1) << "]\n"
+    // One y range for every panel, so heights compare across rules; the
+    // headroom keeps the key clear of the bars.
+    << "set yrange [0:" << (top + top / 3 + 1) << "]\n"
     << "set xrange [0.5:" << subjects.size() << ".5]\n"
     << "set xlabel 'subject'\nset ylabel 'units'\n"
-    << "set key top left font ',9'\nset grid ytics\n"
+    << "set key top left horizontal font ',9'\nset grid ytics\n"
     << "set multiplot layout " << rows << "," << kColumns
     << " title 'per-subject load vs capacity at load " << load << " ("
     << subjects.size() << " subjects, total capacity "

@@ -1,0 +1,277 @@
+// Core pick costs beside the usual alternatives, membership-update costs and
+// in-flight counter contention. bench/run.sh runs this and summarises it.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "poise/hash.h"
+#include "poise/in_flight.h"
+#include "poise/rendezvous.h"
+
+namespace {
+
+constexpr size_t kKeyPool = 4096;       // power of two: cheap rotation
+constexpr uint32_t kBenchFactor = 105;  // lets 90 % of backends be saturated
+
+// 36-byte UUID-like keys, precomputed so the benchmark measures the pick.
+const std::vector<std::string>& Keys() {
+  static const std::vector<std::string> keys = [] {
+    std::mt19937_64 rng(1);
+    std::vector<std::string> out;
+    const char* hex = "0123456789abcdef";
+    for (size_t k = 0; k < kKeyPool; ++k) {
+      std::string key(36, '-');
+      for (size_t i = 0; i < key.size(); ++i) {
+        if (i != 8 && i != 13 && i != 18 && i != 23) key[i] = hex[rng() % 16];
+      }
+      out.push_back(std::move(key));
+    }
+    return out;
+  }();
+  return keys;
+}
+
+std::string Identity(size_t i) {
+  return "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1) +
+         ":8080";
+}
+
+uint32_t WeightOf(size_t i) { return i % 3 == 0 ? 2 : 1; }  // two weights
+
+struct Cluster {
+  std::vector<std::string> ids;  // owns the identity bytes
+  std::vector<poise::Candidate> candidates;
+  std::vector<uint64_t> loads;
+  double saturated_fraction = 0;
+};
+
+// n backends, the given fraction (rounded down) of them at or over their
+// bound under kBenchFactor: their loads are raised together (proportional to
+// weight) until Capacity confirms that each one has no room.
+Cluster MakeCluster(size_t n, double saturated) {
+  Cluster c;
+  for (size_t i = 0; i < n; ++i) c.ids.push_back(Identity(i));
+  uint32_t total_weight = 0;
+  for (size_t i = 0; i < n; ++i) {
+    c.candidates.push_back({c.ids[i], WeightOf(i)});
+    total_weight += WeightOf(i);
+  }
+  c.loads.assign(n, 0);
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
+  order.resize(static_cast<size_t>(saturated * static_cast<double>(n)));
+  for (uint64_t h = 1; !order.empty(); h *= 2) {
+    uint64_t total = 0;
+    for (size_t i : order) total += h * WeightOf(i);
+    bool all_full = true;
+    for (size_t i : order) {
+      all_full &= h * WeightOf(i) >=
+                  poise::BoundedLoadRendezvous::Capacity(
+                      kBenchFactor, total, WeightOf(i), total_weight);
+    }
+    if (!all_full) continue;
+    for (size_t i : order) c.loads[i] = h * WeightOf(i);
+    break;
+  }
+  uint64_t total = 0;
+  for (uint64_t l : c.loads) total += l;
+  size_t full = 0;
+  for (size_t i = 0; i < n; ++i) {
+    full += c.loads[i] >= poise::BoundedLoadRendezvous::Capacity(
+                              kBenchFactor, total, WeightOf(i), total_weight);
+  }
+  c.saturated_fraction = static_cast<double>(full) / static_cast<double>(n);
+  return c;
+}
+
+void PerCandidate(benchmark::State& state, size_t n) {
+  state.counters["ns_per_cand"] =
+      benchmark::Counter(static_cast<double>(n) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate |
+                             benchmark::Counter::kInvert);
+}
+
+void BM_Unbounded(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const Cluster c = MakeCluster(n, 0);
+  const auto& keys = Keys();
+  size_t k = 0;
+  for (auto _ : state) {
+    auto r =
+        poise::WeightedRendezvous::Pick(keys[k++ % kKeyPool], c.candidates);
+    benchmark::DoNotOptimize(r);
+  }
+  PerCandidate(state, n);
+}
+
+// range(1) = percent of backends saturated.
+void BM_Bounded(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const double want = static_cast<double>(state.range(1)) / 100.0;
+  const Cluster c = MakeCluster(n, want);
+  const double expected =
+      std::floor(want * static_cast<double>(n)) / static_cast<double>(n);
+  if (c.saturated_fraction != expected) {
+    state.SkipWithError("could not saturate the requested fraction");
+    return;
+  }
+  const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
+  const auto& keys = Keys();
+  poise::DecisionScratch scratch;
+  size_t k = 0;
+  uint64_t spilled = 0;
+  for (auto _ : state) {
+    auto d = policy.Decide(
+        keys[k++ % kKeyPool], c.candidates,
+        [&](size_t i) { return c.loads[i]; }, scratch);
+    spilled += d.ok() && d.value().spilled;
+    benchmark::DoNotOptimize(d);
+  }
+  PerCandidate(state, n);
+  state.counters["saturated"] = c.saturated_fraction;
+  state.counters["spill_rate"] = benchmark::Counter(
+      static_cast<double>(spilled), benchmark::Counter::kAvgIterations);
+}
+
+// A ring like gRPC's ring_hash default: at least 1024 entries, weighted,
+// entries hashed from "identity_j", the key's 64-bit hash binary-searched.
+struct Ring {
+  std::vector<std::pair<uint64_t, uint32_t>> entries;  // hash, backend
+};
+
+Ring BuildRing(const std::vector<poise::Candidate>& candidates) {
+  uint64_t total_weight = 0;
+  for (const auto& c : candidates) total_weight += c.weight;
+  const size_t min_ring = std::max<size_t>(1024, candidates.size());
+  Ring ring;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const size_t count = static_cast<size_t>(
+        (min_ring * candidates[i].weight + total_weight - 1) / total_weight);
+    uint64_t base = poise::Fnv1a(candidates[i].identity);
+    for (size_t j = 0; j < count; ++j) {
+      ring.entries.push_back(
+          {poise::Mix64(poise::Fnv1aUpdate(base, "_" + std::to_string(j))),
+           static_cast<uint32_t>(i)});
+    }
+  }
+  std::sort(ring.entries.begin(), ring.entries.end());
+  return ring;
+}
+
+uint32_t RingPick(const Ring& ring, std::string_view key) {
+  const uint64_t h = poise::Mix64(poise::Fnv1a(key));
+  auto it = std::lower_bound(ring.entries.begin(), ring.entries.end(), h,
+                             [](const std::pair<uint64_t, uint32_t>& e,
+                                uint64_t v) { return e.first < v; });
+  if (it == ring.entries.end()) it = ring.entries.begin();
+  return it->second;
+}
+
+void BM_Ring(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const Cluster c = MakeCluster(n, 0);
+  const Ring ring = BuildRing(c.candidates);
+  const auto& keys = Keys();
+  size_t k = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(RingPick(ring, keys[k++ % kKeyPool]));
+  }
+  state.counters["ring_entries"] = static_cast<double>(ring.entries.size());
+}
+
+// The floor: argmax over precomputed 64-bit per-backend hashes, salted by a
+// per-key value so nothing can be hoisted out of the loop.
+void BM_ArgmaxFloor(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  std::vector<uint64_t> hashes(n);
+  std::mt19937_64 rng(3);
+  for (auto& h : hashes) h = rng();
+  std::vector<uint64_t> salts(kKeyPool);
+  for (size_t k = 0; k < kKeyPool; ++k) salts[k] = poise::Fnv1a(Keys()[k]);
+  size_t k = 0;
+  for (auto _ : state) {
+    const uint64_t salt = salts[k++ % kKeyPool];
+    size_t best = 0;
+    uint64_t best_h = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t h = hashes[i] ^ salt;
+      if (h > best_h) {
+        best_h = h;
+        best = i;
+      }
+    }
+    benchmark::DoNotOptimize(best);
+  }
+  PerCandidate(state, n);
+}
+
+// Membership update: the picker snapshot (candidates + shared counters).
+void BM_SnapshotBuild(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < n; ++i) ids.push_back(Identity(i));
+  for (auto _ : state) {
+    std::vector<poise::Candidate> candidates;
+    std::vector<std::shared_ptr<poise::InFlightCounter>> counters;
+    candidates.reserve(n);
+    counters.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      candidates.push_back({ids[i], WeightOf(i)});
+      counters.push_back(std::make_shared<poise::InFlightCounter>());
+    }
+    benchmark::DoNotOptimize(candidates.data());
+    benchmark::DoNotOptimize(counters.data());
+  }
+}
+
+void BM_RingBuild(benchmark::State& state) {
+  const Cluster c = MakeCluster(static_cast<size_t>(state.range(0)), 0);
+  for (auto _ : state) {
+    Ring ring = BuildRing(c.candidates);
+    benchmark::DoNotOptimize(ring.entries.data());
+  }
+}
+
+// Acquire + release of one in-flight slot; Threads(2) on one shared counter
+// versus one counter per thread (each on its own cache line).
+std::shared_ptr<poise::InFlightCounter> g_shared =
+    std::make_shared<poise::InFlightCounter>();
+
+void BM_InFlightSame(benchmark::State& state) {
+  for (auto _ : state) {
+    auto guard = poise::InFlightGuard::TryAcquire(g_shared);
+    benchmark::DoNotOptimize(guard.held());
+  }
+}
+
+void BM_InFlightSeparate(benchmark::State& state) {
+  auto mine = std::make_shared<poise::InFlightCounter>();
+  for (auto _ : state) {
+    auto guard = poise::InFlightGuard::TryAcquire(mine);
+    benchmark::DoNotOptimize(guard.held());
+  }
+}
+
+void Sizes(benchmark::internal::Benchmark* b) {
+  for (int n : {3, 10, 100, 1000}) b->Arg(n);
+}
+
+BENCHMARK(BM_Unbounded)->Apply(Sizes);
+BENCHMARK(BM_Bounded)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
+BENCHMARK(BM_Ring)->Apply(Sizes);
+BENCHMARK(BM_ArgmaxFloor)->Apply(Sizes);
+BENCHMARK(BM_SnapshotBuild)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_RingBuild)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_InFlightSame)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_InFlightSeparate)->Threads(1)->Threads(2)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

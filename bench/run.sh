@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds poise_core_bench (Release) and prints a median summary table.
+# Usage: bench/run.sh [extra Google Benchmark flags]   (BUILD_DIR overrides
+# the build directory, default build-bench). Takes about 2-3 minutes.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build-bench}
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPOISE_BUILD_GRPC=OFF \
+  -DPOISE_BUILD_EXAMPLES=OFF -DPOISE_BUILD_BENCHMARKS=ON >/dev/null
+cmake --build "$build" -j2 --target poise_core_bench >/dev/null
+out="$build/bench/core_bench.json"
+"$build/bench/poise_core_bench" --benchmark_repetitions=5 \
+  --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 \
+  --benchmark_out="$out" --benchmark_out_format=json "$@" >/dev/null
+python3 - "$out" <<'PY'
+import json, sys
+data = json.load(open(sys.argv[1]))
+med = {b["run_name"]: b for b in data["benchmarks"]
+       if b.get("aggregate_name") == "median"}
+def t(name, real=False):
+    b = med.get(name)
+    if b is None: return None
+    assert b["time_unit"] == "ns"
+    return b["real_time" if real else "cpu_time"]
+def c(name, key):
+    b = med.get(name)
+    return None if b is None else b.get(key)
+def f(v, fmt="{:.1f}"):
+    return "-" if v is None else fmt.format(v)
+print("median of 5 repetitions; ns per pick (cpu time); ns/cand = ns per pick / n")
+print("| n | unbounded | ns/cand | bounded 0% | bounded 50% | bounded 90% "
+      "| 50%/unbounded | spill 50% | spill 90% | ring 1024+ | argmax floor | floor ns/cand |")
+print("|---:" * 12 + "|")
+for n in (3, 10, 100, 1000):
+    u = t(f"BM_Unbounded/{n}")
+    b = [t(f"BM_Bounded/{n}/{p}") for p in (0, 50, 90)]
+    a = t(f"BM_ArgmaxFloor/{n}")
+    ratio = b[1] / u if u and b[1] else None
+    print(f"| {n} | {f(u)} | {f(u / n if u else None, '{:.2f}')} | {f(b[0])} "
+          f"| {f(b[1])} | {f(b[2])} | {f(ratio, '{:.2f}')} "
+          f"| {f(c(f'BM_Bounded/{n}/50', 'spill_rate'), '{:.2f}')} "
+          f"| {f(c(f'BM_Bounded/{n}/90', 'spill_rate'), '{:.2f}')} "
+          f"| {f(t(f'BM_Ring/{n}'))} | {f(a)} "
+          f"| {f(a / n if a else None, '{:.2f}')} |")
+print()
+print("| n | snapshot build (candidates + counters) ns | ring build ns |")
+print("|---:|---:|---:|")
+for n in (10, 100, 1000):
+    print(f"| {n} | {f(t(f'BM_SnapshotBuild/{n}'), '{:.0f}')} "
+          f"| {f(t(f'BM_RingBuild/{n}'), '{:.0f}')} |")
+print()
+print("| in-flight acquire+release (wall ns per op per thread) | 1 thread | 2 threads |")
+print("|---|---:|---:|")
+for kind, label in (("Same", "one shared counter"), ("Separate", "counter per thread")):
+    r = [t(f"BM_InFlight{kind}/real_time/threads:{k}", real=True) for k in (1, 2)]
+    print(f"| {label} | {f(r[0])} | {f(r[1])} |")
+PY
