@@ -31,14 +31,18 @@ class alignas(64) InFlightCounter final {
   uint64_t Peak() const { return peak_.load(std::memory_order_relaxed); }
 
   // Takes one slot; false (and no change) when the limit is reached.
-  bool TryAcquire() {
+  bool TryAcquire() { return TryAcquireWithin(limit_); }
+
+  // Takes one slot unless `limit` (kNoLimit for none) is reached; for callers
+  // whose limit is configured apart from the counter.
+  bool TryAcquireWithin(uint64_t limit) {
     uint64_t now;
-    if (limit_ == kNoLimit) {
+    if (limit == kNoLimit) {
       now = count_.fetch_add(1, std::memory_order_relaxed) + 1;
     } else {
       uint64_t current = count_.load(std::memory_order_relaxed);
       do {
-        if (current >= limit_) return false;
+        if (current >= limit) return false;
       } while (!count_.compare_exchange_weak(current, current + 1,
                                              std::memory_order_relaxed));
       now = current + 1;
@@ -67,8 +71,15 @@ class InFlightGuard final {
 
   // Acquires a slot on `counter`; an empty guard when the limit is reached.
   static InFlightGuard TryAcquire(std::shared_ptr<InFlightCounter> counter) {
+    const uint64_t limit = counter != nullptr ? counter->limit() : 0;
+    return TryAcquireWithin(std::move(counter), limit);
+  }
+
+  // The same with a limit given by the caller (kNoLimit for none).
+  static InFlightGuard TryAcquireWithin(
+      std::shared_ptr<InFlightCounter> counter, uint64_t limit) {
     InFlightGuard guard;
-    if (counter != nullptr && counter->TryAcquire()) {
+    if (counter != nullptr && counter->TryAcquireWithin(limit)) {
       guard.counter_ = std::move(counter);
     }
     return guard;

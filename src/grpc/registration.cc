@@ -1,0 +1,83 @@
+// The public entry points: RegisterPolicies() and ValidateServiceConfig().
+#include "src/grpc/registration.h"
+
+#include <grpc/grpc.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/version_info.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "poise/grpc_lb.h"
+#include "src/core/lib/channel/channel_args.h"
+#include "src/core/lib/iomgr/exec_ctx.h"
+#include "src/core/lib/service_config/service_config_impl.h"
+
+#ifndef POISE_GRPC_CORE_VERSION
+#error "POISE_GRPC_CORE_VERSION must name the core version of the gRPC headers"
+#endif
+
+namespace poise::grpc_lb {
+namespace {
+
+// The policies use gRPC's internal API and object layouts, which change in
+// every release: only the exact versions this library was compiled against
+// are safe.
+absl::Status CheckRuntimeVersion() {
+  const std::string cpp = grpc::Version();
+  const char* core = grpc_version_string();
+  if (cpp != GRPC_CPP_VERSION_STRING ||
+      std::strcmp(core, POISE_GRPC_CORE_VERSION) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "poise: compiled against gRPC ", GRPC_CPP_VERSION_STRING, " (core ",
+        POISE_GRPC_CORE_VERSION, ") but running with gRPC ", cpp, " (core ",
+        core,
+        "); the policies depend on that exact version's internal ABI and "
+        "were not registered"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Register() {
+  absl::Status version = CheckRuntimeVersion();
+  if (!version.ok()) return version;
+  // gRPC aborts when a builder is registered after its configuration was
+  // built, which happens when gRPC is first initialised (the first channel
+  // or server). Only that it is initialised now can be checked.
+  if (grpc_is_initialized() != 0) {
+    return absl::FailedPreconditionError(
+        "poise: RegisterPolicies() must run before the first gRPC channel or "
+        "server is created (gRPC is already initialised; registering now "
+        "would abort the process)");
+  }
+  grpc_core::CoreConfiguration::RegisterBuilder(&RegisterRendezvousLbPolicies);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RegisterPolicies() {
+  static std::once_flag once;
+  static absl::Status* result = nullptr;
+  std::call_once(once, [] { result = new absl::Status(Register()); });
+  return *result;
+}
+
+absl::Status ValidateServiceConfig(std::string_view service_config_json) {
+  grpc_init();
+  absl::Status status;
+  {
+    grpc_core::ExecCtx exec_ctx;
+    auto config = grpc_core::ServiceConfigImpl::Create(
+        grpc_core::ChannelArgs(),
+        absl::string_view(service_config_json.data(),
+                          service_config_json.size()));
+    status = config.status();
+  }
+  grpc_shutdown();
+  return status;
+}
+
+}  // namespace poise::grpc_lb

@@ -1,0 +1,71 @@
+#include "src/grpc/stats_registry.h"
+
+#include <algorithm>
+
+namespace poise::grpc_lb {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::weak_ptr<PolicyStats>> entries;
+};
+
+Registry& GetRegistry() {
+  static auto* registry = new Registry();  // never destroyed: safe at exit
+  return *registry;
+}
+
+}  // namespace
+
+ChannelStats PolicyStats::Snapshot() const {
+  ChannelStats out;
+  out.label = label_;
+  out.policy = policy_;
+  out.picks = picks.load(std::memory_order_relaxed);
+  out.spills = spills.load(std::memory_order_relaxed);
+  out.missing_key = missing_key.load(std::memory_order_relaxed);
+  out.failed_picks = failed_picks.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  out.backends.reserve(backends_.size());
+  for (const Backend& b : backends_) {
+    BackendStats s;
+    s.identity = b.identity;
+    s.address = b.address;
+    s.weight = b.weight;
+    s.in_flight = b.cell->in_flight.Load();
+    s.peak_in_flight = b.cell->in_flight.Peak();
+    s.picks = b.cell->picks.load(std::memory_order_relaxed);
+    s.spilled_in = b.cell->spilled_in.load(std::memory_order_relaxed);
+    out.backends.push_back(std::move(s));
+  }
+  return out;
+}
+
+void RegisterPolicyStats(const std::shared_ptr<PolicyStats>& stats) {
+  Registry& registry = GetRegistry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  auto& entries = registry.entries;
+  entries.erase(std::remove_if(entries.begin(), entries.end(),
+                               [](const std::weak_ptr<PolicyStats>& e) {
+                                 return e.expired();
+                               }),
+                entries.end());
+  entries.push_back(stats);
+}
+
+std::vector<ChannelStats> StatsSnapshot() {
+  std::vector<std::shared_ptr<PolicyStats>> live;
+  {
+    Registry& registry = GetRegistry();
+    std::lock_guard<std::mutex> lock(registry.mu);
+    for (const auto& entry : registry.entries) {
+      if (auto stats = entry.lock()) live.push_back(std::move(stats));
+    }
+  }
+  std::vector<ChannelStats> out;
+  out.reserve(live.size());
+  for (const auto& stats : live) out.push_back(stats->Snapshot());
+  return out;
+}
+
+}  // namespace poise::grpc_lb
