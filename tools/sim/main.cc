@@ -115,10 +115,8 @@ bool ApplyValue(std::string_view name, std::string_view value, Options* o) {
     return ParseList(value, 0, kMaxLoad, &o->loads);
   } else if (name == "--factors") {
     if (!ParseList(value, 100, kMaxFactor, &list)) return false;
-    o->factors.assign(list.begin(), list.end());
-    for (size_t i = 0; i < list.size(); ++i) {
-      o->factors[i] = static_cast<uint32_t>(list[i]);
-    }
+    o->factors.clear();
+    for (uint64_t f : list) o->factors.push_back(static_cast<uint32_t>(f));
   } else if (name == "--plot") {
     o->plot = std::string(value);
     return PlotFormatOf(o->plot, &o->plot_format);
