@@ -1,0 +1,531 @@
+// The policies against gRPC 1.51's fake subchannels (lb_policy_test_lib.h):
+// no network, exact connectivity states, exact loads.
+#include "src/grpc/internal_guard.h"
+// clang-format off
+#include <grpc/support/port_platform.h>
+// clang-format on
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "poise/grpc_lb.h"
+#include "poise/rendezvous.h"
+#include "test/core/client_channel/lb_policy/lb_policy_test_lib.h"
+
+namespace poise::grpc_lb {
+namespace {
+
+using grpc_core::ChannelArgs;
+using grpc_core::ExecCtx;
+using grpc_core::Json;
+using grpc_core::LoadBalancingPolicy;
+using grpc_core::SubchannelKey;
+using PickResult = LoadBalancingPolicy::PickResult;
+using Picker = LoadBalancingPolicy::SubchannelPicker;
+using Tracker = LoadBalancingPolicy::SubchannelCallTrackerInterface;
+
+constexpr char kHeader[] = "x-session-id";
+
+absl::Status ParseConfig(const std::string& json) {
+  auto parsed = Json::Parse(json);
+  if (!parsed.ok()) return parsed.status();
+  return grpc_core::CoreConfiguration::Get()
+      .lb_policy_registry()
+      .ParseLoadBalancingConfig(*parsed)
+      .status();
+}
+
+// ---------------------------------------------------------------------------
+// Config
+
+TEST(RendezvousConfig, ExactMessages) {
+  EXPECT_EQ(ParseConfig(R"([{"bounded_load_rendezvous":{}}])").message(),
+            "errors validating bounded_load_rendezvous LB policy config: "
+            "[field:hashHeader error:field not present]");
+  EXPECT_EQ(
+      ParseConfig(
+          R"([{"bounded_load_rendezvous":{"hashHeader":"k","balanceFactorPercent":99}}])")
+          .message(),
+      "errors validating bounded_load_rendezvous LB policy config: "
+      "[field:balanceFactorPercent error:must be at least 100 (a smaller "
+      "factor can leave no backend with room)]");
+  EXPECT_EQ(
+      ParseConfig(
+          R"([{"weighted_rendezvous":{"hashHeader":"k","balanceFactorPercent":150}}])")
+          .message(),
+      "errors validating weighted_rendezvous LB policy config: "
+      "[field:balanceFactorPercent error:unknown field (known: hashHeader, "
+      "endpoints, defaultWeight, missingKey, maxInFlightPerBackend; "
+      "balanceFactorPercent belongs to bounded_load_rendezvous)]");
+}
+
+TEST(RendezvousConfig, EachRuleNamesItsField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"hashHeader":"X-Session"})",
+       "field:hashHeader error:must be a lower-case"},
+      {R"({"hashHeader":"grpc-timeout"})",
+       "field:hashHeader error:keys starting with"},
+      {R"({"hashHeader":""})", "field:hashHeader error:must be a lower-case"},
+      {R"({"hashHeader":"k","balanceFactorPercent":4294967296})",
+       "field:balanceFactorPercent error:failed to parse"},
+      {R"({"hashHeader":"k","hashheader":"k"})",
+       "field:hashheader error:unknown field"},
+      {R"({"hashHeader":"k","defaultWeight":0})",
+       "field:defaultWeight error:must be at least 1"},
+      {R"({"hashHeader":"k","missingKey":"DROP"})",
+       "field:missingKey error:must be \"RANDOM\" or \"FAIL\""},
+      {R"({"hashHeader":"k","maxInFlightPerBackend":0})",
+       "field:maxInFlightPerBackend error:must be at least 1"},
+      {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","weight":0}]})",
+       "field:endpoints[0].weight error:must be at least 1"},
+      {R"({"hashHeader":"k","endpoints":[{"address":"db.local:80"}]})",
+       "field:endpoints[0].address error:must be an IP literal"},
+      {R"({"hashHeader":"k","endpoints":[{"weight":2}]})",
+       "field:endpoints[0].address error:field not present"},
+      {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","port":1}]})",
+       "field:endpoints[0].port error:unknown field"},
+      {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80"},{"address":"10.0.0.1:80"}]})",
+       "field:endpoints[1].address error:duplicate of endpoints[0]"},
+      {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","identity":"a"},{"address":"10.0.0.2:80","identity":"a"}]})",
+       "field:endpoints[1].identity error:identity \"a\" is also used by "
+       "endpoints[0]"},
+      {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","weight":4294967295},{"address":"10.0.0.2:80"}]})",
+       "field:endpoints error:weights sum to 4294967296"},
+  };
+  for (const auto& [body, expected] : cases) {
+    const absl::Status status = ParseConfig(
+        absl::StrCat(R"([{"bounded_load_rendezvous":)", body, "}]"));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << body;
+    EXPECT_NE(status.message().find(expected), std::string::npos)
+        << body << "\n  got: " << status.message();
+  }
+}
+
+TEST(RendezvousConfig, AcceptsEveryField) {
+  EXPECT_TRUE(ParseConfig(R"([{"bounded_load_rendezvous":{
+      "hashHeader":"x-session-id","balanceFactorPercent":"125",
+      "endpoints":[{"address":"10.0.0.1:80","weight":3,"identity":"a"},
+                   {"address":"[2001:db8::1]:80"}],
+      "defaultWeight":2,"missingKey":"FAIL","maxInFlightPerBackend":"100"}}])")
+                  .ok());
+  EXPECT_TRUE(
+      ParseConfig(R"([{"weighted_rendezvous":{"hashHeader":"k-bin"}}])").ok());
+}
+
+TEST(RendezvousConfig, ValidateServiceConfigReportsTheChannelsError) {
+  EXPECT_TRUE(
+      ValidateServiceConfig(
+          R"({"loadBalancingConfig":[{"weighted_rendezvous":{"hashHeader":"k"}}]})")
+          .ok());
+  const absl::Status bad = ValidateServiceConfig(
+      R"({"loadBalancingConfig":[{"bounded_load_rendezvous":{"hashHeader":"k","balanceFactorPercent":50}}]})");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find(
+                "field:balanceFactorPercent error:must be at least 100"),
+            std::string::npos)
+      << bad;
+  EXPECT_FALSE(ValidateServiceConfig("{not json").ok());
+}
+
+TEST(Registration, RegisterPoliciesIsIdempotent) {
+  // main() registered before grpc_init(); gRPC is initialised now.
+  EXPECT_TRUE(RegisterPolicies().ok());  // the first result, remembered
+}
+
+// ---------------------------------------------------------------------------
+// Policy with fake subchannels
+
+class RendezvousLbTest : public grpc_core::testing::LoadBalancingPolicyTest {
+ protected:
+  static constexpr int kBackends = 4;
+
+  void SetUp() override {
+    for (int i = 0; i < kBackends; ++i) {
+      uris_.push_back(absl::StrCat("ipv4:127.0.0.1:", 441 + i));
+      identities_.push_back(absl::StrCat("127.0.0.1:", 441 + i));
+    }
+  }
+
+  void MakePolicy(const std::string& name) {
+    // A fresh label per policy: a replaced policy may outlive its reset.
+    label_ = absl::StrCat(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name(), "#",
+        ++policies_made_);
+    auto helper = std::make_unique<FakeHelper>(this, work_serializer_);
+    helper_ = helper.get();
+    LoadBalancingPolicy::Args args = {
+        work_serializer_, std::move(helper),
+        ChannelArgs().Set(kStatsLabelArg, label_)};
+    policy_ = grpc_core::CoreConfiguration::Get()
+                  .lb_policy_registry()
+                  .CreateLoadBalancingPolicy(name, std::move(args));
+    ASSERT_NE(policy_, nullptr);
+  }
+
+  absl::Status Update(const std::string& config_json,
+                      const std::vector<std::string>& uris) {
+    LoadBalancingPolicy::UpdateArgs update;
+    update.addresses.emplace();
+    for (const auto& uri : uris) {
+      update.addresses->emplace_back(MakeAddress(uri), ChannelArgs());
+    }
+    update.config = MakeConfig(*Json::Parse(config_json));
+    update.resolution_note = "note from the test";
+    return ApplyUpdate(std::move(update), policy_.get());
+  }
+
+  // Starts `name` over every backend with `body` as its config and drives
+  // the listed backends READY.
+  void Start(const std::string& name, const std::string& body,
+             const std::vector<int>& ready) {
+    MakePolicy(name);
+    ASSERT_TRUE(Update(Config(name, body), uris_).ok());
+    for (int i : ready) SetState(i, GRPC_CHANNEL_READY);
+    Drain();
+    ASSERT_EQ(state_, GRPC_CHANNEL_READY);
+  }
+
+  static std::string Config(const std::string& name, const std::string& body) {
+    return absl::StrCat("[{\"", name, "\":{\"hashHeader\":\"", kHeader, "\"",
+                        body.empty() ? "" : ",", body, "}}]");
+  }
+
+  void SetState(int backend, grpc_connectivity_state state,
+                absl::Status status = absl::OkStatus()) {
+    ExecCtx exec_ctx;
+    auto it = subchannel_pool_.find(
+        SubchannelKey(MakeAddress(uris_[backend]), ChannelArgs()));
+    ASSERT_NE(it, subchannel_pool_.end()) << uris_[backend];
+    it->second.SetConnectivityState(state, status);
+  }
+
+  // Consumes every queued event; keeps the newest state and picker.
+  void Drain() {
+    if (ExecCtx::Get() != nullptr) ExecCtx::Get()->Flush();
+    while (auto event = helper_->GetEvent()) {
+      if (auto* update = absl::get_if<FakeHelper::StateUpdate>(&*event)) {
+        state_ = update->state;
+        status_ = update->status;
+        picker_ = std::move(update->picker);
+      } else {
+        ++reresolutions_;
+      }
+    }
+  }
+
+  struct Picked {
+    PickResult result;
+    int backend = -1;  // for Complete
+    std::unique_ptr<Tracker> tracker;
+  };
+
+  Picked Pick(std::optional<std::string> key) {
+    ExecCtx exec_ctx;
+    std::map<std::string, std::string> md;
+    if (key.has_value()) md[kHeader] = *key;
+    FakeMetadata metadata(md);
+    FakeCallState call_state;
+    Picked out{picker_->Pick({"/svc/method", &metadata, &call_state}), -1,
+               nullptr};
+    if (auto* c = absl::get_if<PickResult::Complete>(&out.result.result)) {
+      auto* sc =
+          static_cast<SubchannelState::FakeSubchannel*>(c->subchannel.get());
+      const std::string uri = *grpc_sockaddr_to_uri(&sc->address());
+      for (int i = 0; i < kBackends; ++i) {
+        if (uris_[static_cast<size_t>(i)] == uri) out.backend = i;
+      }
+      out.tracker = std::move(c->subchannel_call_tracker);
+    }
+    return out;
+  }
+
+  int PickBackend(const std::string& key) {
+    Picked p = Pick(key);
+    EXPECT_NE(p.backend, -1) << "pick for " << key << " did not complete";
+    return p.backend;
+  }
+
+  // The key's preference order over `eligible` backends, from the core.
+  std::vector<int> Order(const std::string& key,
+                         std::vector<int> eligible = {}) {
+    if (eligible.empty()) {
+      for (int i = 0; i < kBackends; ++i) eligible.push_back(i);
+    }
+    std::vector<Candidate> candidates;
+    for (int i : eligible)
+      candidates.push_back({identities_[static_cast<size_t>(i)], 1, true});
+    std::vector<int> order;
+    const Result<std::vector<Rank>> ranking =
+        WeightedRendezvous::Ranking(key, candidates);
+    for (const Rank& r : ranking.value()) {
+      order.push_back(eligible[r.index]);
+    }
+    return order;
+  }
+
+  ChannelStats Stats() {
+    for (ChannelStats& s : StatsSnapshot()) {
+      if (s.label == label_) return s;
+    }
+    ADD_FAILURE() << "no stats for " << label_;
+    return {};
+  }
+
+  uint64_t InFlight(int backend) {
+    for (const BackendStats& b : Stats().backends) {
+      if (b.identity == identities_[static_cast<size_t>(backend)])
+        return b.in_flight;
+    }
+    return UINT64_MAX;
+  }
+
+  void TearDown() override {
+    picker_.reset();
+    policy_.reset();
+  }
+
+  std::vector<std::string> uris_;
+  std::vector<std::string> identities_;
+  std::string label_;
+  grpc_core::OrphanablePtr<LoadBalancingPolicy> policy_;
+  grpc_connectivity_state state_ = GRPC_CHANNEL_IDLE;
+  absl::Status status_;
+  std::unique_ptr<Picker> picker_;
+  int reresolutions_ = 0;
+  int policies_made_ = 0;
+};
+
+TEST_F(RendezvousLbTest, ConnectivityAggregation) {
+  MakePolicy("bounded_load_rendezvous");
+  ASSERT_TRUE(Update(Config("bounded_load_rendezvous", ""), uris_).ok());
+  Drain();
+  EXPECT_EQ(state_, GRPC_CHANNEL_CONNECTING);  // rule 2: all IDLE/CONNECTING
+  // Eager: every backend was asked to connect.
+  for (const auto& uri : uris_) {
+    EXPECT_TRUE(
+        subchannel_pool_.find(SubchannelKey(MakeAddress(uri), ChannelArgs()))
+            ->second.ConnectionRequested());
+  }
+  SetState(0, GRPC_CHANNEL_TRANSIENT_FAILURE,
+           absl::UnavailableError("refused 0"));
+  Drain();
+  EXPECT_EQ(state_, GRPC_CHANNEL_CONNECTING);  // others still connecting
+  EXPECT_GE(reresolutions_, 1);
+  SetState(1, GRPC_CHANNEL_READY);
+  Drain();
+  EXPECT_EQ(state_, GRPC_CHANNEL_READY);  // rule 1: any READY
+  for (int i : {1, 2, 3}) {
+    SetState(i, GRPC_CHANNEL_TRANSIENT_FAILURE,
+             absl::UnavailableError(absl::StrCat("refused ", i)));
+  }
+  Drain();
+  EXPECT_EQ(state_, GRPC_CHANNEL_TRANSIENT_FAILURE);  // rule 3
+  EXPECT_NE(status_.message().find("refused 3"), std::string::npos) << status_;
+  // A reconnect attempt does not take the channel out of TRANSIENT_FAILURE.
+  SetState(2, GRPC_CHANNEL_CONNECTING);
+  Drain();
+  EXPECT_EQ(state_, GRPC_CHANNEL_TRANSIENT_FAILURE);
+  SetState(2, GRPC_CHANNEL_READY);
+  Drain();
+  EXPECT_EQ(state_, GRPC_CHANNEL_READY);
+}
+
+TEST_F(RendezvousLbTest, EmptyAddressListFailsWithTheResolutionNote) {
+  MakePolicy("weighted_rendezvous");
+  EXPECT_FALSE(Update(Config("weighted_rendezvous", ""), {}).ok());
+  Drain();
+  EXPECT_EQ(state_, GRPC_CHANNEL_TRANSIENT_FAILURE);
+  EXPECT_EQ(status_,
+            absl::UnavailableError("empty address list: note from the test"));
+}
+
+TEST_F(RendezvousLbTest, KeyedPickReturnsTheOwner) {
+  for (const char* policy :
+       {"weighted_rendezvous", "bounded_load_rendezvous"}) {
+    Start(policy, "", {0, 1, 2, 3});
+    for (int k = 0; k < 200; ++k) {
+      const std::string key = absl::StrCat("user-", k);
+      ASSERT_EQ(PickBackend(key), Order(key)[0]) << policy << " " << key;
+    }
+    TearDown();
+  }
+}
+
+TEST_F(RendezvousLbTest, WeightedRendezvousTracksNoLoad) {
+  Start("weighted_rendezvous", "", {0, 1, 2, 3});
+  Picked p = Pick(std::string("k"));
+  EXPECT_EQ(p.tracker, nullptr);
+  EXPECT_EQ(Stats().picks, 1u);
+}
+
+TEST_F(RendezvousLbTest, PendingOwnerQueuesItsKeysFailedOwnerPassesThemOn) {
+  Start("bounded_load_rendezvous", "", {1, 2, 3});  // 0 still connecting
+  std::string key;
+  for (int k = 0; key.empty(); ++k) {
+    if (Order(absl::StrCat("k", k))[0] == 0) key = absl::StrCat("k", k);
+  }
+  EXPECT_TRUE(
+      absl::holds_alternative<PickResult::Queue>(Pick(key).result.result));
+  SetState(0, GRPC_CHANNEL_TRANSIENT_FAILURE, absl::UnavailableError("down"));
+  Drain();
+  EXPECT_EQ(PickBackend(key), Order(key)[1]);  // next in the key's order
+  SetState(0, GRPC_CHANNEL_CONNECTING);        // retrying: still failed
+  Drain();
+  EXPECT_EQ(PickBackend(key), Order(key)[1]);
+  SetState(0, GRPC_CHANNEL_READY);
+  Drain();
+  EXPECT_EQ(PickBackend(key), 0);  // back home on recovery
+}
+
+TEST_F(RendezvousLbTest, MissingKeyRandomSpreadsAndFailNamesTheHeader) {
+  Start("bounded_load_rendezvous", "", {0, 1, 2, 3});
+  std::set<int> seen;
+  for (int i = 0; i < 200; ++i) seen.insert(Pick(std::nullopt).backend);
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(Stats().missing_key, 200u);
+  TearDown();
+
+  Start("weighted_rendezvous", R"("missingKey":"FAIL")", {0, 1, 2, 3});
+  Picked p = Pick(std::nullopt);
+  auto* drop = absl::get_if<PickResult::Drop>(&p.result.result);
+  ASSERT_NE(drop, nullptr);
+  EXPECT_EQ(drop->status.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(drop->status.message().find("\"x-session-id\""), std::string::npos)
+      << drop->status;
+  EXPECT_EQ(Stats().failed_picks, 1u);
+}
+
+TEST_F(RendezvousLbTest, SpillsAtTheBoundAndReturnsWhenItDrains) {
+  // factor 100, 4 equal backends: capacity = ceil((L + 1) / 4).
+  Start("bounded_load_rendezvous", R"("balanceFactorPercent":100)",
+        {0, 1, 2, 3});
+  const std::string key = "hot";
+  const std::vector<int> order = Order(key);
+  std::vector<std::unique_ptr<Tracker>> held;
+  // First pick: L = 0, capacity 1, owner has room.
+  Picked first = Pick(key);
+  ASSERT_EQ(first.backend, order[0]);
+  first.tracker->Start();
+  EXPECT_EQ(InFlight(order[0]), 1u);
+  // Second: L = 1, capacity ceil(2/4) = 1, owner full -> next in order.
+  Picked second = Pick(key);
+  ASSERT_EQ(second.backend, order[1]);
+  second.tracker->Start();
+  EXPECT_EQ(Stats().spills, 1u);
+  // The owner's call finishes: the key goes home.
+  first.tracker->Finish({absl::OkStatus(), nullptr, nullptr});
+  EXPECT_EQ(InFlight(order[0]), 0u);
+  Picked third = Pick(key);
+  EXPECT_EQ(third.backend, order[0]);
+  third.tracker->Start();
+  third.tracker->Finish({absl::CancelledError(), nullptr, nullptr});
+  second.tracker->Finish({absl::OkStatus(), nullptr, nullptr});
+  for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 0u);
+}
+
+TEST_F(RendezvousLbTest, TrackerDestroyedWithoutStartLeavesCountsUnchanged) {
+  Start("bounded_load_rendezvous", "", {0, 1, 2, 3});
+  {
+    Picked p = Pick(std::string("k"));
+    ASSERT_NE(p.tracker, nullptr);
+    EXPECT_EQ(InFlight(p.backend), 1u);  // reserved at the pick
+  }
+  for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 0u);
+}
+
+TEST_F(RendezvousLbTest, AddressUpdateKeepsCountersAndLateFinishIsSafe) {
+  Start("bounded_load_rendezvous", "", {0, 1, 2, 3});
+  const std::string key = "session-9";
+  Picked p = Pick(key);
+  p.tracker->Start();
+  const int backend = p.backend;
+  // The backend leaves the list while its call runs.
+  std::vector<std::string> rest;
+  for (int i = 0; i < kBackends; ++i) {
+    if (i != backend) rest.push_back(uris_[static_cast<size_t>(i)]);
+  }
+  ASSERT_TRUE(Update(Config("bounded_load_rendezvous", ""), rest).ok());
+  Drain();
+  EXPECT_EQ(Stats().backends.size(), 3u);
+  // ... and comes back before the call ends: same counter.
+  ASSERT_TRUE(Update(Config("bounded_load_rendezvous", ""), uris_).ok());
+  SetState(backend, GRPC_CHANNEL_READY);
+  Drain();
+  EXPECT_EQ(InFlight(backend), 1u);
+  p.tracker->Finish({absl::OkStatus(), nullptr, nullptr});
+  for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 0u);
+  // A call whose backend is gone for good finishes into its own counter.
+  Picked q = Pick(key);
+  q.tracker->Start();
+  ASSERT_TRUE(Update(Config("bounded_load_rendezvous", ""), rest).ok());
+  Drain();
+  q.tracker->Finish({absl::OkStatus(), nullptr, nullptr});
+  for (const BackendStats& b : Stats().backends) EXPECT_EQ(b.in_flight, 0u);
+}
+
+TEST_F(RendezvousLbTest, HardLimitFailsFastWithResourceExhausted) {
+  for (const char* policy :
+       {"weighted_rendezvous", "bounded_load_rendezvous"}) {
+    Start(policy, R"("maxInFlightPerBackend":2)", {0, 1, 2, 3});
+    std::vector<Picked> held;
+    for (int i = 0; i < 2 * kBackends; ++i) {
+      Picked p = Pick(absl::StrCat("k", i % 3));
+      ASSERT_NE(p.backend, -1) << policy << " pick " << i;
+      p.tracker->Start();
+      held.push_back(std::move(p));
+    }
+    for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 2u) << policy;
+    Picked refused = Pick(std::string("k0"));
+    auto* drop = absl::get_if<PickResult::Drop>(&refused.result.result);
+    ASSERT_NE(drop, nullptr) << policy;
+    EXPECT_EQ(drop->status.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_NE(drop->status.message().find("maxInFlightPerBackend (2"),
+              std::string::npos)
+        << drop->status;
+    for (auto& p : held)
+      p.tracker->Finish({absl::OkStatus(), nullptr, nullptr});
+    for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 0u);
+    held.clear();
+    TearDown();
+  }
+}
+
+TEST_F(RendezvousLbTest, ConfigIdentityAndWeightDriveTheHash) {
+  const std::string body = absl::StrCat(
+      R"("endpoints":[{"address":"127.0.0.1:441","identity":"a","weight":1},)",
+      R"({"address":"127.0.0.1:442","identity":"b","weight":3},)",
+      R"({"address":"127.0.0.1:443","identity":"c","weight":6}])");
+  MakePolicy("weighted_rendezvous");
+  ASSERT_TRUE(Update(Config("weighted_rendezvous", body),
+                     {uris_[0], uris_[1], uris_[2]})
+                  .ok());
+  for (int i : {0, 1, 2}) SetState(i, GRPC_CHANNEL_READY);
+  Drain();
+  // The published example: customer-42 belongs to b.
+  EXPECT_EQ(PickBackend("customer-42"), 1);
+  const std::vector<Candidate> c = {{"a", 1}, {"b", 3}, {"c", 6}};
+  for (int k = 0; k < 300; ++k) {
+    const std::string key = absl::StrCat(k);
+    EXPECT_EQ(PickBackend(key),
+              static_cast<int>(WeightedRendezvous::Pick(key, c).value()));
+  }
+}
+
+}  // namespace
+}  // namespace poise::grpc_lb
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  // Before grpc_init(): gRPC freezes its configuration at initialisation.
+  if (!poise::grpc_lb::RegisterPolicies().ok()) return 1;
+  grpc_init();
+  const int ret = RUN_ALL_TESTS();
+  grpc_shutdown();
+  return ret;
+}
