@@ -1,0 +1,255 @@
+// The policies end to end: real grpc++ servers on 127.0.0.1 (port 0), real
+// channels configured through SetServiceConfigJSON.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend.h"
+#include "echo.grpc.pb.h"
+#include "poise/grpc_lb.h"
+#include "poise/rendezvous.h"
+
+namespace poise::grpc_lb {
+namespace {
+
+using example::BackendSet;
+
+constexpr char kHeader[] = "x-session-id";
+
+std::string LbConfig(const std::string& policy, const std::string& extra) {
+  return absl::StrCat(R"({"loadBalancingConfig":[{")", policy,
+                      R"(":{"hashHeader":"x-session-id")",
+                      extra.empty() ? "" : ",", extra, "}}]}");
+}
+
+class Client {
+ public:
+  Client(const std::string& target, const std::string& service_config,
+         const std::string& label) {
+    grpc::ChannelArguments args;
+    args.SetServiceConfigJSON(service_config);
+    args.SetString(kStatsLabelArg, label);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    channel_ = grpc::CreateCustomChannel(
+        target, grpc::InsecureChannelCredentials(), args);
+    stub_ = example::Echo::NewStub(channel_);
+  }
+
+  // The id of the backend that served the call, or the error.
+  std::string Call(const std::string& key, uint32_t delay_ms = 0,
+                   grpc::Status* status_out = nullptr) {
+    grpc::ClientContext context;
+    context.AddMetadata(kHeader, key);
+    context.set_wait_for_ready(true);
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(20));
+    example::EchoRequest request;
+    request.set_delay_ms(delay_ms);
+    example::EchoReply reply;
+    grpc::Status status = stub_->Echo(&context, request, &reply);
+    if (status_out != nullptr) *status_out = status;
+    return status.ok() ? reply.backend_id()
+                       : absl::StrCat("error:", status.error_message());
+  }
+
+  grpc::Channel* channel() { return channel_.get(); }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<example::Echo::Stub> stub_;
+};
+
+ChannelStats StatsFor(const std::string& label) {
+  for (ChannelStats& s : StatsSnapshot()) {
+    if (s.label == label) return s;
+  }
+  return {};
+}
+
+std::vector<Candidate> Candidates(const BackendSet& set,
+                                  std::vector<std::string>* storage,
+                                  const std::vector<uint32_t>& weights = {}) {
+  storage->clear();
+  for (size_t i = 0; i < set.size(); ++i)
+    storage->push_back(set.backend(i).address());
+  std::vector<Candidate> out;
+  for (size_t i = 0; i < storage->size(); ++i) {
+    out.push_back({(*storage)[i], weights.empty() ? 1 : weights[i], true});
+  }
+  return out;
+}
+
+// Waits until `done` holds or the deadline passes.
+template <typename Condition>
+bool WaitFor(Condition done, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+TEST(PolicyE2E, SameKeySameServerOnTwoChannelsMatchingTheCoreAndExplain) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(4, kHeader).ok());
+  Client a(set.target(), LbConfig("bounded_load_rendezvous", ""), "two-a");
+  Client b(set.target(), LbConfig("weighted_rendezvous", ""), "two-b");
+  std::vector<std::string> ids;
+  const auto candidates = Candidates(set, &ids);
+  for (int k = 0; k < 100; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    const std::string owner =
+        set.backend(WeightedRendezvous::Pick(key, candidates).value()).id();
+    ASSERT_EQ(a.Call(key), owner) << key;
+    ASSERT_EQ(b.Call(key), owner) << key;
+  }
+#ifdef POISE_EXPLAIN_PATH
+  // poise-explain, given the same identities, names the same owner.
+  std::string command = absl::StrCat(POISE_EXPLAIN_PATH, " --key user-7");
+  for (const auto& id : ids) absl::StrAppend(&command, " --backend ", id, "=1");
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char buffer[8192];
+  std::string output;
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe))
+    output.append(buffer, n);
+  ASSERT_EQ(pclose(pipe), 0);
+  const std::string owner = a.Call("user-7");
+  const size_t index = static_cast<size_t>(set.IndexOf(owner));
+  EXPECT_NE(output.find(absl::StrCat("\"affinity\":\"", ids[index], "\"")),
+            std::string::npos)
+      << output;
+#endif
+}
+
+TEST(PolicyE2E, WeightsSetShares) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(3, kHeader).ok());
+  const std::vector<uint32_t> weights = {1, 3, 6};
+  std::string endpoints;
+  for (size_t i = 0; i < 3; ++i) {
+    absl::StrAppend(&endpoints, i ? "," : "", R"({"address":")",
+                    set.backend(i).address(), R"(","weight":)", weights[i],
+                    "}");
+  }
+  Client c(set.target(),
+           LbConfig("weighted_rendezvous",
+                    absl::StrCat(R"("endpoints":[)", endpoints, "]")),
+           "shares");
+  constexpr int kKeys = 3000;
+  std::map<std::string, int> hits;
+  for (int k = 0; k < kKeys; ++k) ++hits[c.Call(absl::StrCat("k", k))];
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(hits[set.backend(i).id()] / double{kKeys}, weights[i] / 10.0,
+                0.03)
+        << set.backend(i).id();
+  }
+}
+
+TEST(PolicyE2E, HotKeySpreadsWithinItsBoundAndCountersDrain) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(3, kHeader).ok());
+  constexpr uint32_t kFactor = 150;
+  constexpr int kThreads = 12;
+  Client c(set.target(),
+           LbConfig("bounded_load_rendezvous",
+                    absl::StrCat(R"("balanceFactorPercent":)", kFactor)),
+           "hot");
+  ASSERT_EQ(c.Call("warm-up").rfind("b", 0), 0u);
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 40; ++i) {
+        grpc::Status status;
+        c.Call("the-hot-key", 5, &status);
+        if (!status.ok()) ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  int served = 0;
+  for (size_t i = 0; i < set.size(); ++i) served += set.backend(i).calls() > 0;
+  EXPECT_GT(served, 1);  // the hot key was relieved
+  // With at most kThreads calls in flight, L + 1 <= kThreads at every pick,
+  // so no backend can have been admitted past ceil(f kThreads w / (100 W)).
+  const uint64_t bound = (kFactor * kThreads + 300 - 1) / 300;
+  const ChannelStats stats = StatsFor("hot");
+  ASSERT_EQ(stats.backends.size(), 3u);
+  for (const BackendStats& b : stats.backends) {
+    EXPECT_LE(b.peak_in_flight, bound) << b.identity;
+    EXPECT_EQ(b.in_flight, 0u) << b.identity;
+  }
+  EXPECT_GT(stats.spills, 0u);
+}
+
+TEST(PolicyE2E, StoppingABackendMovesOnlyItsKeysAndRestartingMovesThemBack) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(4, kHeader).ok());
+  Client c(set.target(), LbConfig("bounded_load_rendezvous", ""), "stop");
+  std::vector<std::string> keys;
+  std::map<std::string, std::string> before;
+  for (int k = 0; k < 200; ++k) {
+    keys.push_back(absl::StrCat("s", k));
+    before[keys.back()] = c.Call(keys.back());
+  }
+  set.backend(2).Stop();
+  const std::string stopped = set.backend(2).id();
+  // Wait until the channel has seen the failure (its keys answer elsewhere).
+  std::string probe;
+  for (const auto& k : keys) {
+    if (before[k] == stopped) probe = k;
+  }
+  ASSERT_FALSE(probe.empty());
+  ASSERT_TRUE(WaitFor([&] { return c.Call(probe).rfind("b", 0) == 0; },
+                      std::chrono::seconds(20)));
+  for (const auto& k : keys) {
+    const std::string now = c.Call(k);
+    if (before[k] == stopped) {
+      EXPECT_NE(now, stopped) << k;
+      EXPECT_EQ(now.rfind("b", 0), 0u) << k << " " << now;
+    } else {
+      EXPECT_EQ(now, before[k]) << k;  // nobody else's key moved
+    }
+  }
+  ASSERT_TRUE(set.backend(2).Restart().ok());
+  ASSERT_TRUE(WaitFor([&] { return c.Call(probe) == stopped; },
+                      std::chrono::seconds(30)));
+  for (const auto& k : keys) EXPECT_EQ(c.Call(k), before[k]) << k;
+  for (const BackendStats& b : StatsFor("stop").backends)
+    EXPECT_EQ(b.in_flight, 0u);
+}
+
+TEST(PolicyE2E, InvalidConfigIsReportedWithTheField) {
+  const absl::Status status = ValidateServiceConfig(
+      LbConfig("bounded_load_rendezvous", R"("balanceFactorPercent":99)"));
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("field:balanceFactorPercent"),
+            std::string::npos)
+      << status;
+}
+
+}  // namespace
+}  // namespace poise::grpc_lb
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const absl::Status registered = poise::grpc_lb::RegisterPolicies();
+  if (!registered.ok()) {
+    std::fprintf(stderr, "%s\n", registered.ToString().c_str());
+    return 1;
+  }
+  return RUN_ALL_TESTS();
+}
