@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tournament.h"
+
 namespace poise {
 
 const char* ToString(PickError error) {
@@ -25,20 +27,70 @@ Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index) {
   return Rank{Score(z, candidate.weight), z, candidate.weight, index};
 }
 
+namespace {
+
+// z for candidates [begin, end), four independent FNV chains at a time: each
+// chain is a sequence of dependent multiplies, so interleaving four hides the
+// multiply latency. Ineligible candidates hash an empty identity (their z is
+// never used). Same arithmetic as KeyHash::Mixed, byte for byte.
+void HashRange(const KeyHash& key, const std::vector<Candidate>& candidates,
+               size_t begin, size_t end, uint64_t* z) {
+  auto id = [&](size_t i) {
+    return candidates[i].IsEligible() ? candidates[i].identity
+                                      : std::string_view();
+  };
+  size_t i = begin;
+  for (; i + 4 <= end; i += 4) {
+    const std::string_view ids[4] = {id(i), id(i + 1), id(i + 2), id(i + 3)};
+    uint64_t h[4] = {key.state(), key.state(), key.state(), key.state()};
+    const size_t common = std::min(std::min(ids[0].size(), ids[1].size()),
+                                   std::min(ids[2].size(), ids[3].size()));
+    for (size_t j = 0; j < common; ++j) {
+      for (int lane = 0; lane < 4; ++lane) {
+        h[lane] = Fnv1aUpdateByte(h[lane], static_cast<uint8_t>(ids[lane][j]));
+      }
+    }
+    for (int lane = 0; lane < 4; ++lane) {
+      h[lane] = Fnv1aUpdate(h[lane], ids[lane].substr(common));
+      z[i - begin + static_cast<size_t>(lane)] =
+          Mix64(Fnv1aUpdateByte(h[lane], 0xFF));
+    }
+  }
+  for (; i < end; ++i) z[i - begin] = key.Mixed(id(i));
+}
+
+// The candidate list as RunTournament sees it; loads only when bounded.
+struct Field {
+  const KeyHash& key;
+  const std::vector<Candidate>& candidates;
+  const uint64_t* loads = nullptr;
+  uint32_t factor = 0;
+  uint64_t total_load = 0;
+  uint32_t total_weight = 0;
+
+  size_t size() const { return candidates.size(); }
+  bool eligible(size_t i) const { return candidates[i].IsEligible(); }
+  uint32_t weight(size_t i) const { return candidates[i].weight; }
+  void Hash(size_t begin, size_t end, uint64_t* z) const {
+    HashRange(key, candidates, begin, end, z);
+  }
+  uint64_t Z(size_t i) const { return key.Mixed(candidates[i].identity); }
+  uint64_t load(size_t i) const { return loads[i]; }
+  uint64_t capacity(uint32_t w) const {
+    return BoundedLoadRendezvous::Capacity(factor, total_load, w, total_weight);
+  }
+};
+
+}  // namespace
+
 Result<size_t> WeightedRendezvous::Pick(
     std::string_view key, const std::vector<Candidate>& candidates) {
   if (candidates.empty()) return PickError::kEmpty;
   const KeyHash hash(key);
-  bool found = false;
-  Rank best{};
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (!candidates[i].IsEligible()) continue;
-    const Rank rank = RankOf(hash, candidates[i], i);
-    if (!found || rank.Precedes(best)) best = rank;
-    found = true;
-  }
-  if (!found) return PickError::kNoEligibleCandidates;
-  return best.index;
+  const internal::Outcome out =
+      internal::RunTournament<false>(Field{hash, candidates});
+  if (!out.found) return PickError::kNoEligibleCandidates;
+  return out.affinity.index;
 }
 
 Result<std::vector<Rank>> WeightedRendezvous::Ranking(
@@ -82,34 +134,17 @@ Result<Decision> BoundedLoadRendezvous::DecideSampled(
   }
   const auto weight_sum = static_cast<uint32_t>(total_weight);
   const KeyHash hash(key);
-  // One pass: the best candidate overall is the affinity owner, the best one
-  // with room is the selection. A factor >= 100 guarantees one has room.
-  bool have_affinity = false;
-  bool have_selection = false;
-  Rank affinity{};
-  Rank selection{};
-  uint64_t selection_capacity = 0;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const Candidate& candidate = candidates[i];
-    if (!candidate.IsEligible()) continue;
-    const Rank rank = RankOf(hash, candidate, i);
-    if (!have_affinity || rank.Precedes(affinity)) {
-      affinity = rank;
-      have_affinity = true;
-    }
-    if (have_selection && !rank.Precedes(selection)) continue;
-    const uint64_t capacity =
-        Capacity(factor_percent_, total_load, candidate.weight, weight_sum);
-    if (loads[i] < capacity) {
-      selection = rank;
-      selection_capacity = capacity;
-      have_selection = true;
-    }
-  }
-  if (!have_selection) return PickError::kNoEligibleCandidates;  // unreachable
-  return Decision{affinity.index, selection.index,
-                  affinity.index != selection.index, loads[selection.index],
-                  selection_capacity};
+  // One fused pass: the affinity owner is the best candidate overall, the
+  // selection the best one with room (the first with room in the key's
+  // order). A factor >= 100 guarantees that one has room.
+  const internal::Outcome out = internal::RunTournament<true>(Field{
+      hash, candidates, loads.data(), factor_percent_, total_load, weight_sum});
+  if (!out.found_room) return PickError::kNoEligibleCandidates;  // unreachable
+  const size_t selection = out.selection.index;
+  return Decision{out.affinity.index, selection,
+                  out.affinity.index != selection, loads[selection],
+                  Capacity(factor_percent_, total_load,
+                           candidates[selection].weight, weight_sum)};
 }
 
 }  // namespace poise
