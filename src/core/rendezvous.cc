@@ -31,30 +31,52 @@ namespace {
 
 // z for candidates [begin, end), four independent FNV chains at a time: each
 // chain is a sequence of dependent multiplies, so interleaving four hides the
-// multiply latency. Ineligible candidates hash an empty identity (their z is
-// never used). Same arithmetic as KeyHash::Mixed, byte for byte.
+// multiply latency. Over the bytes all four identities have, the chains run
+// in lockstep; the few bytes past the shortest one are applied with selects
+// rather than per-lane loops, whose varying trip counts mispredict. Same
+// arithmetic as KeyHash::Mixed, byte for byte (fast_path_test checks it).
 void HashRange(const KeyHash& key, const std::vector<Candidate>& candidates,
                size_t begin, size_t end, uint64_t* z) {
+  // Ineligible candidates hash an empty identity (their z is never used);
+  // empty views point at a real byte so the select loop may read [0].
+  static constexpr char kPad[1] = {0};
   auto id = [&](size_t i) {
-    return candidates[i].IsEligible() ? candidates[i].identity
-                                      : std::string_view();
+    const Candidate& c = candidates[i];
+    return c.IsEligible() && !c.identity.empty() ? c.identity
+                                                 : std::string_view(kPad, 0);
   };
   size_t i = begin;
   for (; i + 4 <= end; i += 4) {
-    const std::string_view ids[4] = {id(i), id(i + 1), id(i + 2), id(i + 3)};
-    uint64_t h[4] = {key.state(), key.state(), key.state(), key.state()};
-    const size_t common = std::min(std::min(ids[0].size(), ids[1].size()),
-                                   std::min(ids[2].size(), ids[3].size()));
-    for (size_t j = 0; j < common; ++j) {
-      for (int lane = 0; lane < 4; ++lane) {
-        h[lane] = Fnv1aUpdateByte(h[lane], static_cast<uint8_t>(ids[lane][j]));
-      }
+    const std::string_view a = id(i), b = id(i + 1), c = id(i + 2),
+                           d = id(i + 3);
+    uint64_t ha = key.state(), hb = ha, hc = ha, hd = ha;
+    const size_t common =
+        std::min(std::min(a.size(), b.size()), std::min(c.size(), d.size()));
+    const size_t longest =
+        std::max(std::max(a.size(), b.size()), std::max(c.size(), d.size()));
+    size_t j = 0;
+    for (; j < common; ++j) {
+      ha = Fnv1aUpdateByte(ha, static_cast<uint8_t>(a[j]));
+      hb = Fnv1aUpdateByte(hb, static_cast<uint8_t>(b[j]));
+      hc = Fnv1aUpdateByte(hc, static_cast<uint8_t>(c[j]));
+      hd = Fnv1aUpdateByte(hd, static_cast<uint8_t>(d[j]));
     }
-    for (int lane = 0; lane < 4; ++lane) {
-      h[lane] = Fnv1aUpdate(h[lane], ids[lane].substr(common));
-      z[i - begin + static_cast<size_t>(lane)] =
-          Mix64(Fnv1aUpdateByte(h[lane], 0xFF));
+    // A lane whose identity has ended keeps its state.
+    auto step = [](uint64_t h, std::string_view v, size_t at) {
+      const uint64_t next =
+          Fnv1aUpdateByte(h, static_cast<uint8_t>(v[at < v.size() ? at : 0]));
+      return at < v.size() ? next : h;
+    };
+    for (; j < longest; ++j) {
+      ha = step(ha, a, j);
+      hb = step(hb, b, j);
+      hc = step(hc, c, j);
+      hd = step(hd, d, j);
     }
+    z[i - begin] = Mix64(Fnv1aUpdateByte(ha, 0xFF));
+    z[i - begin + 1] = Mix64(Fnv1aUpdateByte(hb, 0xFF));
+    z[i - begin + 2] = Mix64(Fnv1aUpdateByte(hc, 0xFF));
+    z[i - begin + 3] = Mix64(Fnv1aUpdateByte(hd, 0xFF));
   }
   for (; i < end; ++i) z[i - begin] = key.Mixed(id(i));
 }

@@ -46,26 +46,25 @@ struct Leader {
   uint64_t z = 0;
   uint64_t runner_up = 0;
   size_t index = kNone;
-  bool contested = false;
+  size_t count = 0;  // entries offered with take == true
 
-  void Offer(uint64_t candidate_z, size_t i) {
-    if (index == kNone) {
+  // Offers (candidate_z, i) if `take`. Bitwise logic on purpose: `take` is
+  // data-dependent (has the backend room?) and would mispredict as a branch;
+  // a new leader is rare (about ln n times per pass), so that branch is cheap.
+  void Offer(uint64_t candidate_z, size_t i, bool take = true) {
+    count += take;
+    const bool lead = take & ((candidate_z > z) | (index == kNone));
+    if (lead) {
+      runner_up = z;  // the old leader was >= every earlier z
       z = candidate_z;
       index = i;
       return;
     }
-    contested = true;
-    if (candidate_z > z) {
-      runner_up = z;  // the old leader was >= every earlier z
-      z = candidate_z;
-      index = i;
-    } else {
-      runner_up = std::max(runner_up, candidate_z);
-    }
+    runner_up = std::max(runner_up, take ? candidate_z : uint64_t{0});
   }
 
   // The leader is the group's best by Rank::Precedes without any logarithm.
-  bool Decisive() const { return !contested || Separated(z, runner_up); }
+  bool Decisive() const { return count <= 1 || Separated(z, runner_up); }
 };
 
 struct Outcome {
@@ -123,7 +122,7 @@ Outcome RunTournament(const Field& field) {
       }
       if (g != groups + kMaxGroups) {
         g->all.Offer(zi, i);
-        if (kBounded && field.load(i) < g->capacity) g->room.Offer(zi, i);
+        if (kBounded) g->room.Offer(zi, i, field.load(i) < g->capacity);
         continue;
       }
       const Rank rank{Score(zi, w), zi, w, i};
