@@ -115,6 +115,13 @@ int ParseOptions(int argc, char** argv, Options* opt) {
       continue;
     }
     if (arg == "--help" || arg == "-h") return Usage(nullptr);
+    static const char* const kValued[] = {
+        "--backends", "--weights",     "--factor",   "--duration",
+        "--keys",     "--concurrency", "--delay-ms", "--stop"};
+    if (std::find(std::begin(kValued), std::end(kValued), arg) ==
+        std::end(kValued)) {
+      return Usage(("unknown option " + arg).c_str());
+    }
     if (i + 1 >= argc) return Usage(("missing value for " + arg).c_str());
     const std::string value = argv[++i];
     uint64_t n = 0;
@@ -827,12 +834,15 @@ void PrintJson(const Options& opt, const BackendSet& set,
           "{\"id\":", JsonString(row.id),
           ",\"address\":", JsonString(row.address), ",\"weight\":", row.weight,
           ",\"weight_share\":", row.weight_share, ",\"calls\":", row.calls,
-          ",\"share\":", row.share, ",\"peak_in_flight\":", row.peak_in_flight,
+          ",\"share\":", row.share,
           ",\"server_peak_in_flight\":", row.server_peak_in_flight,
           ",\"server_calls\":", row.server_calls,
           ",\"distinct_keys\":", row.distinct_keys,
           ",\"keys_only_here\":", row.keys_only_here);
-      if (r.have_stats) absl::StrAppend(&j, ",\"spilled_in\":", row.spilled_in);
+      if (r.have_stats) {
+        absl::StrAppend(&j, ",\"peak_in_flight\":", row.peak_in_flight,
+                        ",\"spilled_in\":", row.spilled_in);
+      }
       rows.push_back(j + "}");
       hot.push_back(absl::StrCat(JsonString(row.id), ":", r.hot_calls[b]));
     }
