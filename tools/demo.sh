@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# The README's first command. Until the multi-backend demo lands, it shows the
-# routing core on the published example with poise-explain.
+# The README's first command: builds and runs poise-demo, which starts five
+# echo backends on localhost (weights 1,1,2,3,5) and sends the same keyed
+# workload through bounded_load_rendezvous, weighted_rendezvous and gRPC's
+# round_robin, then stops one backend and shows which keys moved.
+#   tools/demo.sh                 the default run (about 20 s)
+#   tools/demo.sh --json          the same figures as JSON
+#   tools/demo.sh --help          every option
+#   POISE_BUILD_DIR=dir           where to build (default: build)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${POISE_BUILD_DIR:-$root/build}
 "$root/tools/setup.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j"$(nproc)" --target poise-explain >/dev/null
-echo "# idle: customer-42's owner among a:1 b:3 c:6"
-"$build/tools/poise-explain" --key customer-42 --backend a=1 --backend b=3 --backend c=6
-echo "# b is at its bound (factor 100): the request spills to the key's next choice"
-"$build/tools/poise-explain" --key customer-42 --backend a=1:0 --backend b=3:5 --backend c=6:0 --factor 100
+echo "demo.sh: building poise-demo (the first build takes a few minutes)" >&2
+cmake --build "$build" -j"$(nproc)" --target poise-demo >/dev/null
+exec "$build/examples/poise-demo" "$@"
