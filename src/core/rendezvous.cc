@@ -40,13 +40,15 @@ void HashRange(const KeyHash& key, const std::vector<Candidate>& candidates,
   // Ineligible candidates hash an empty identity (their z is never used);
   // empty views point at a real byte so the select loop may read [0].
   static constexpr char kPad[1] = {0};
+  // Lanes past `end` (a last, partial group of four) hash nothing and are
+  // not stored: still faster than finishing with one serial chain each.
   auto id = [&](size_t i) {
+    if (i >= end) return std::string_view(kPad, 0);
     const Candidate& c = candidates[i];
     return c.IsEligible() && !c.identity.empty() ? c.identity
                                                  : std::string_view(kPad, 0);
   };
-  size_t i = begin;
-  for (; i + 4 <= end; i += 4) {
+  for (size_t i = begin; i < end; i += 4) {
     const std::string_view a = id(i), b = id(i + 1), c = id(i + 2),
                            d = id(i + 3);
     uint64_t ha = key.state(), hb = ha, hc = ha, hd = ha;
@@ -73,12 +75,11 @@ void HashRange(const KeyHash& key, const std::vector<Candidate>& candidates,
       hc = step(hc, c, j);
       hd = step(hd, d, j);
     }
-    z[i - begin] = Mix64(Fnv1aUpdateByte(ha, 0xFF));
-    z[i - begin + 1] = Mix64(Fnv1aUpdateByte(hb, 0xFF));
-    z[i - begin + 2] = Mix64(Fnv1aUpdateByte(hc, 0xFF));
-    z[i - begin + 3] = Mix64(Fnv1aUpdateByte(hd, 0xFF));
+    const uint64_t out[4] = {ha, hb, hc, hd};
+    for (size_t lane = 0; lane < 4 && i + lane < end; ++lane) {
+      z[i - begin + lane] = Mix64(Fnv1aUpdateByte(out[lane], 0xFF));
+    }
   }
-  for (; i < end; ++i) z[i - begin] = key.Mixed(id(i));
 }
 
 // The candidate list as RunTournament sees it; loads only when bounded.
@@ -135,6 +136,17 @@ uint64_t BoundedLoadRendezvous::Capacity(uint32_t factor_percent,
                                          uint64_t total_load, uint32_t weight,
                                          uint32_t total_weight) {
   // f < 2^32, L + 1 <= 2^64 - 1 and w < 2^32: the product fits in 128 bits.
+  // Usually everything fits in 64 bits, where the division is several times
+  // cheaper than the 128-bit library call; integer division is exact either
+  // way, so both branches give the same ceiling.
+  uint64_t numerator64;
+  if (total_load < UINT32_MAX &&
+      !__builtin_mul_overflow(uint64_t{factor_percent} * (total_load + 1),
+                              uint64_t{weight}, &numerator64)) {
+    const uint64_t denominator64 = uint64_t{100} * total_weight;
+    return numerator64 / denominator64 +
+           (numerator64 % denominator64 != 0 ? 1 : 0);
+  }
   using u128 = unsigned __int128;
   const u128 numerator =
       u128{factor_percent} * (u128{total_load} + 1) * u128{weight};
@@ -165,8 +177,7 @@ Result<Decision> BoundedLoadRendezvous::DecideSampled(
   const size_t selection = out.selection.index;
   return Decision{out.affinity.index, selection,
                   out.affinity.index != selection, loads[selection],
-                  Capacity(factor_percent_, total_load,
-                           candidates[selection].weight, weight_sum)};
+                  out.selection_capacity};
 }
 
 }  // namespace poise

@@ -72,12 +72,16 @@ struct Outcome {
   Rank affinity{};     // the best eligible candidate
   bool found_room = false;
   Rank selection{};  // the best eligible candidate with room (kBounded)
+  uint64_t selection_capacity = 0;  // its capacity
 };
 
-// Keeps `best` the better of itself and `rank` by the contract's order.
-inline void Improve(bool& have, Rank& best, const Rank& rank) {
-  if (!have || rank.Precedes(best)) best = rank;
+// Keeps `best` the better of itself and `rank` by the contract's order;
+// true when `rank` took its place.
+inline bool Improve(bool& have, Rank& best, const Rank& rank) {
+  const bool better = !have || rank.Precedes(best);
+  if (better) best = rank;
   have = true;
+  return better;
 }
 
 // Runs the tournament over `field`, which provides:
@@ -127,8 +131,11 @@ Outcome RunTournament(const Field& field) {
       }
       const Rank rank{Score(zi, w), zi, w, i};
       Improve(out.found, out.affinity, rank);
-      if (kBounded && field.load(i) < field.capacity(w)) {
-        Improve(out.found_room, out.selection, rank);
+      if (!kBounded) continue;
+      const uint64_t capacity = field.capacity(w);
+      if (field.load(i) < capacity &&
+          Improve(out.found_room, out.selection, rank)) {
+        out.selection_capacity = capacity;
       }
     }
   }
@@ -155,8 +162,11 @@ Outcome RunTournament(const Field& field) {
     Improve(out.found, out.affinity, best);
     if (!kBounded || g.room.index == kNone) continue;
     // The overall leader often has room: reuse its score.
-    Improve(out.found_room, out.selection,
-            g.room.index == best.index ? best : leader_rank(g, g.room, true));
+    if (Improve(
+            out.found_room, out.selection,
+            g.room.index == best.index ? best : leader_rank(g, g.room, true))) {
+      out.selection_capacity = g.capacity;
+    }
   }
   return out;
 }
