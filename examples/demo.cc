@@ -439,6 +439,9 @@ void Runner::Worker(poise::example::Echo::Stub* stub, RunLog* log) {
 }
 
 void Runner::Progress(Policy policy, double elapsed, double total) {
+  // One line, rewritten in place: only for a terminal.
+  static const bool kTerminal = isatty(STDERR_FILENO) != 0;
+  if (!kTerminal) return;
   std::fprintf(stderr,
                "\r  %-24s %-10s %5.1f/%.1f s  %8" PRIu64 " calls  %5" PRIu64
                " failed ",
@@ -528,8 +531,10 @@ PolicyReport Runner::Run(Policy policy, const std::string& service_config) {
   }
   done_.store(true);
   for (auto& t : workers) t.join();
-  std::fprintf(stderr, "\r%*s\r", 90, "");
-  std::fflush(stderr);
+  if (isatty(STDERR_FILENO) != 0) {
+    std::fprintf(stderr, "\r%*s\r", 90, "");
+    std::fflush(stderr);
+  }
 
   RunLog log;
   log.Init((opt_.keys + 1) * set_->size());
