@@ -185,6 +185,7 @@ std::vector<Candidate> View(const std::vector<reference::Backend>& backends) {
 
 std::string Identity(std::mt19937_64& rng, size_t pool) {
   const size_t i = rng() % pool;
+  if (i == 7) return "";  // empty identities hash too
   switch (i % 3) {
     case 0:
       return "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250) +
@@ -242,6 +243,28 @@ TEST(FastPath, MediumListsMatchReference) {
   CheckRandomLists(22, 3000, 100, 8);
 }
 TEST(FastPath, LargeListsMatchReference) { CheckRandomLists(23, 60, 1000, 4); }
+
+// Capacity's 64-bit shortcut against the 128-bit formula, around the edge
+// where it hands over.
+TEST(FastPath, CapacityShortcutEqualsWideFormula) {
+  std::mt19937_64 rng(31);
+  for (int i = 0; i < 1000000; ++i) {
+    const auto f =
+        static_cast<uint32_t>(100 + rng() % (i % 2 ? 200 : 1u << 31));
+    const uint64_t load =
+        (uint64_t{UINT32_MAX} - 2 + rng() % 5) * (i % 3 == 0 ? 1 : rng() % 3);
+    const auto total_weight = static_cast<uint32_t>(1 + rng() % UINT32_MAX);
+    const auto weight = static_cast<uint32_t>(1 + rng() % total_weight);
+    using u128 = unsigned __int128;
+    const u128 num = u128{f} * (u128{load} + 1) * weight;
+    const u128 den = u128{100} * total_weight;
+    const u128 wide = (num + den - 1) / den;
+    const uint64_t expected =
+        wide > u128{UINT64_MAX} ? UINT64_MAX : static_cast<uint64_t>(wide);
+    ASSERT_EQ(BoundedLoadRendezvous::Capacity(f, load, weight, total_weight),
+              expected);
+  }
+}
 
 // Equal weights everywhere: the pick is plain argmax z.
 TEST(FastPath, EqualWeightsAreArgmaxZOnManyKeys) {
