@@ -6,7 +6,7 @@ namespace poise {
 
 double LnUnit(uint64_t z) {
   constexpr double kLn2 = 0.6931471805599453;
-  const uint64_t s = (z >> 11) + 1;  // 1 <= s <= 2^53
+  const uint64_t s = (z >> 11) + 1;       // 1 <= s <= 2^53
   const int e = 63 - __builtin_clzll(s);  // floor(log2 s); s is never zero
   // s / 2^e is exact: both are representable and the quotient has <= 53 bits.
   const double m =
