@@ -1,0 +1,85 @@
+// libFuzzer: the service-config parser and validator of both policies.
+// The input's first byte picks the policy and the path; the rest is the
+// policy's config value (JSON text). Invariants: no crash or sanitizer report;
+// an accepted config satisfies every documented rule; a rejected one says
+// which policy and names a field; the channel's parse (the LB registry, as
+// ValidateServiceConfig uses) agrees with the policy's own.
+#include "src/grpc/internal_guard.h"
+// clang-format off
+#include <grpc/support/port_platform.h>
+// clang-format on
+
+#include <grpc/grpc.h>
+#include <grpc/support/log.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "poise/grpc_lb.h"
+#include "src/core/lib/config/core_configuration.h"
+#include "src/core/lib/json/json.h"
+#include "src/core/lib/load_balancing/lb_policy_registry.h"
+#include "src/grpc/rendezvous_config.h"
+
+namespace {
+void Check(bool ok) {
+  if (!ok) std::abort();
+}
+void NoLog(gpr_log_func_args*) {}
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  gpr_set_log_function(NoLog);
+  if (!poise::grpc_lb::RegisterPolicies().ok()) std::abort();
+  grpc_init();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const bool bounded = (data[0] & 1) != 0;
+  const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
+  auto json = grpc_core::Json::Parse(body);
+  if (!json.ok()) return 0;
+  const auto parsed = poise::grpc_lb::RendezvousConfig::Parse(*json, bounded);
+  const char* name =
+      bounded ? "bounded_load_rendezvous" : "weighted_rendezvous";
+  // The registry path the channel takes.
+  auto wrapped =
+      grpc_core::Json::Parse(absl::StrCat("[{\"", name, "\":", body, "}]"));
+  if (wrapped.ok()) {
+    const auto registry = grpc_core::CoreConfiguration::Get()
+                              .lb_policy_registry()
+                              .ParseLoadBalancingConfig(*wrapped);
+    Check(registry.ok() == parsed.ok());
+  }
+  if (!parsed.ok()) {
+    const std::string message(parsed.status().message());
+    Check(parsed.status().code() == absl::StatusCode::kInvalidArgument);
+    Check(absl::StartsWith(message, absl::StrCat("errors validating ", name,
+                                                 " LB policy config")));
+    Check(absl::StrContains(message, "field:"));
+    return 0;
+  }
+  const poise::grpc_lb::RendezvousConfig& c = *parsed;
+  Check(c.bounded == bounded);
+  Check(!c.hash_header.empty());
+  for (char ch : c.hash_header) {
+    Check((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+          ch == '_' || ch == '.');
+  }
+  Check(!absl::StartsWith(c.hash_header, "grpc-"));
+  Check(c.balance_factor_percent >= 100);
+  Check(c.default_weight >= 1);
+  uint64_t sum = 0;
+  for (const auto& e : c.endpoints) {
+    Check(!e.weight.has_value() || *e.weight >= 1);
+    Check(!e.identity.has_value() || !e.identity->empty());
+    sum += e.weight.value_or(c.default_weight);
+  }
+  Check(sum <= UINT32_MAX);
+  return 0;
+}

@@ -1,0 +1,154 @@
+// libFuzzer: the core's BoundedLoadRendezvous::Decide over arbitrary candidate
+// lists, weights, eligibility, loads, factors and keys. Invariants:
+// - an error only where specified (no candidates / none eligible / weight
+//   sum past 2^32-1 / load sum past 2^64-1), and exactly then;
+// - affinity == WeightedRendezvous::Pick (the unconstrained owner);
+// - the selection is eligible and has room: selected_load < capacity,
+//   with the sampled load and Capacity() recomputed independently;
+// - spilled == (selection != affinity); Decide is deterministic.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "poise/rendezvous.h"
+
+namespace {
+
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  uint8_t Byte() { return pos_ < size_ ? data_[pos_++] : 0; }
+  uint64_t Bytes(int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v = (v << 8) | Byte();
+    return v;
+  }
+  std::string_view Rest() {
+    const auto* p = reinterpret_cast<const char*>(data_ + pos_);
+    const size_t n = size_ - pos_;
+    pos_ = size_;
+    return {p, n};
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+void Check(bool ok) {
+  if (!ok) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Reader in(data, size);
+  const uint32_t factor = static_cast<uint32_t>(in.Bytes(4));
+  const size_t n = in.Byte() % 17;
+  std::vector<std::string> ids(n);
+  std::vector<poise::Candidate> candidates(n);
+  std::vector<uint64_t> loads(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t shape = in.Byte();
+    // Short identities, often colliding (duplicates are allowed).
+    ids[i] = std::string(1, static_cast<char>('a' + (shape & 7)));
+    if (shape & 8) ids[i] += std::to_string(in.Byte());
+    // Weights: small, or near the 32-bit edge.
+    const uint8_t w = in.Byte();
+    candidates[i].weight = (w & 0x80)
+                               ? static_cast<uint32_t>(UINT32_MAX - (w & 0x7f))
+                               : static_cast<uint32_t>(w & 0x0f);
+    candidates[i].eligible = (shape & 0x10) == 0;
+    // Loads: small, or near the 64-bit edge.
+    const uint8_t l = in.Byte();
+    loads[i] = (l & 0x80) ? UINT64_MAX - (l & 0x7f) : (l & 0x7f);
+  }
+  for (size_t i = 0; i < n; ++i) candidates[i].identity = ids[i];
+  const std::string_view key = in.Rest();
+
+  auto policy = poise::BoundedLoadRendezvous::Create(factor);
+  if (factor < poise::BoundedLoadRendezvous::kMinFactorPercent) {
+    Check(!policy.has_value());
+    return 0;
+  }
+  Check(policy.has_value());
+
+  uint64_t total_weight = 0;
+  uint64_t total_load = 0;
+  bool load_overflow = false;
+  size_t eligible = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!candidates[i].IsEligible()) continue;
+    ++eligible;
+    total_weight += candidates[i].weight;
+    load_overflow |= __builtin_add_overflow(total_load, loads[i], &total_load);
+  }
+  // The new request is counted too: L + 1 must be representable.
+  const bool load_past = load_overflow || total_load == UINT64_MAX;
+
+  poise::DecisionScratch scratch;
+  std::vector<int> sampled(n, 0);
+  const auto result = policy->Decide(
+      key, candidates,
+      [&](size_t i) {
+        ++sampled[i];
+        return loads[i];
+      },
+      scratch);
+  // Loads are sampled exactly once for every eligible candidate, never for
+  // ineligible ones.
+  for (size_t i = 0; i < n; ++i) {
+    Check(sampled[i] == (candidates[i].IsEligible() ? 1 : 0));
+  }
+  const auto owner = poise::WeightedRendezvous::Pick(key, candidates);
+
+  if (n == 0) {
+    Check(!result.ok() && result.error() == poise::PickError::kEmpty);
+    return 0;
+  }
+  if (eligible == 0) {
+    Check(!result.ok() &&
+          result.error() == poise::PickError::kNoEligibleCandidates);
+    return 0;
+  }
+  if (total_weight > UINT32_MAX) {
+    Check(!result.ok() && result.error() == poise::PickError::kWeightOverflow);
+    Check(!owner.ok() && owner.error() == poise::PickError::kWeightOverflow);
+    return 0;
+  }
+  if (load_past) {
+    Check(!result.ok() && result.error() == poise::PickError::kLoadOverflow);
+    return 0;
+  }
+  Check(result.ok());
+  Check(owner.ok());
+  const poise::Decision& d = result.value();
+  Check(d.affinity == owner.value());
+  Check(d.selection < n && candidates[d.selection].IsEligible());
+  Check(d.spilled == (d.selection != d.affinity));
+  Check(d.selected_load == loads[d.selection]);
+  const uint64_t capacity = poise::BoundedLoadRendezvous::Capacity(
+      factor, total_load, candidates[d.selection].weight,
+      static_cast<uint32_t>(total_weight));
+  Check(d.selected_capacity == capacity);
+  Check(d.selected_load < d.selected_capacity);
+  // Every candidate ranked before the selection was full.
+  const auto ranking = poise::WeightedRendezvous::Ranking(key, candidates);
+  Check(ranking.ok());
+  Check(ranking.value().front().index == d.affinity);
+  for (const poise::Rank& r : ranking.value()) {
+    if (r.index == d.selection) break;
+    Check(loads[r.index] >= poise::BoundedLoadRendezvous::Capacity(
+                                factor, total_load, r.weight,
+                                static_cast<uint32_t>(total_weight)));
+  }
+  // Deterministic.
+  const auto again = policy->Decide(
+      key, candidates, [&](size_t i) { return loads[i]; }, scratch);
+  Check(again.ok() && again.value().selection == d.selection);
+  return 0;
+}
