@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds poise_core_bench (Release) and prints a median summary table.
 # Usage: bench/run.sh [extra Google Benchmark flags]   (BUILD_DIR overrides
-# the build directory, default build-bench). Takes about 2-3 minutes.
+# the build directory, default build-bench). Takes about 2-3 minutes, plus
+# about a minute for the end-to-end benchmark (poise_e2e_bench, see
+# docs/bench-e2e.md; E2E_ARGS passes it options, E2E=0 skips it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
@@ -55,3 +57,15 @@ for kind, label in (("Same", "one shared counter"), ("Separate", "counter per th
     r = [t(f"BM_InFlight{kind}/real_time/threads:{k}", real=True) for k in (1, 2)]
     print(f"| {label} | {f(r[0])} | {f(r[1])} |")
 PY
+
+# End-to-end: real local channels, the policies vs round_robin. Needs the
+# policies and the example backends, so the same build directory is
+# reconfigured with them on.
+if [[ ${E2E:-1} != 0 ]]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPOISE_BUILD_GRPC=ON \
+    -DPOISE_BUILD_EXAMPLES=ON -DPOISE_BUILD_BENCHMARKS=ON >/dev/null
+  cmake --build "$build" -j2 --target poise_e2e_bench >/dev/null
+  echo
+  # shellcheck disable=SC2086
+  "$build/bench/poise_e2e_bench" ${E2E_ARGS:-}
+fi
