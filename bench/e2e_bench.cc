@@ -470,6 +470,7 @@ int main(int argc, char** argv) {
 
   auto verdict = [&](Policy p) {
     const size_t pi = static_cast<size_t>(p);
+    if (options.rounds < 3) return "INCONCLUSIVE (fewer than 3 rounds)";
     if (some_n_failed[pi]) return "NOT MET";
     if (all_rounds_met[pi]) return "MET";
     return "INCONCLUSIVE (round-to-round noise wider than 2 %)";
