@@ -46,9 +46,11 @@ const char* ToString(PickError error);
 template <typename T>
 class Result final {
  public:
-  Result(T value)
-      : v_(std::move(value)) {}           // NOLINT(google-explicit-constructor)
-  Result(PickError error) : v_(error) {}  // NOLINT(google-explicit-constructor)
+  // Implicit on purpose: `return value;` and `return PickError::k...;`.
+  // NOLINTNEXTLINE(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}
+  // NOLINTNEXTLINE(google-explicit-constructor)
+  Result(PickError error) : v_(error) {}
 
   bool ok() const { return v_.index() == 0; }
   const T& value() const { return std::get<0>(v_); }
@@ -179,7 +181,7 @@ class BoundedLoadRendezvous final {
     bool load_overflow = false;
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (!candidates[i].IsEligible()) continue;
-      const uint64_t sampled = static_cast<uint64_t>(load(i));
+      const auto sampled = static_cast<uint64_t>(load(i));
       loads[i] = sampled;
       load_overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
       total_weight += candidates[i].weight;  // n < 2^32 candidates: no wrap

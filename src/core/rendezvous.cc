@@ -40,13 +40,13 @@ void HashRange(const KeyHash& key, const std::vector<Candidate>& candidates,
   // Ineligible candidates hash an empty identity (their z is never used);
   // empty views point at a real byte so the select loop may read [0].
   static constexpr char kPad[1] = {0};
+  const std::string_view empty(kPad, size_t{0});
   // Lanes past `end` (a last, partial group of four) hash nothing and are
   // not stored: still faster than finishing with one serial chain each.
   auto id = [&](size_t i) {
-    if (i >= end) return std::string_view(kPad, 0);
+    if (i >= end) return empty;
     const Candidate& c = candidates[i];
-    return c.IsEligible() && !c.identity.empty() ? c.identity
-                                                 : std::string_view(kPad, 0);
+    return c.IsEligible() && !c.identity.empty() ? c.identity : empty;
   };
   for (size_t i = begin; i < end; i += 4) {
     const std::string_view a = id(i), b = id(i + 1), c = id(i + 2),

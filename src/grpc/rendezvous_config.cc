@@ -1,5 +1,6 @@
 #include "src/grpc/rendezvous_config.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
@@ -33,13 +34,10 @@ class PolicyJsonArgs final : public JsonArgs {
 
 // A gRPC metadata key: [0-9a-z_.-]+ (upper case is not allowed on the wire).
 bool IsValidHeaderName(absl::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.';
-    if (!ok) return false;
-  }
-  return true;
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
+  });
 }
 
 // Rejects members the schema does not have: gRPC's loader ignores them, and a
@@ -63,7 +61,7 @@ void RejectUnknownFields(const Json& json,
 // EndpointConfig
 
 const grpc_core::JsonLoaderInterface* EndpointConfig::JsonLoader(
-    const JsonArgs&) {
+    const JsonArgs& /*args*/) {
   static const auto* loader =
       grpc_core::JsonObjectLoader<EndpointConfig>()
           .Field("address", &EndpointConfig::address)
@@ -73,7 +71,7 @@ const grpc_core::JsonLoaderInterface* EndpointConfig::JsonLoader(
   return loader;
 }
 
-void EndpointConfig::JsonPostLoad(const Json& json, const JsonArgs&,
+void EndpointConfig::JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
                                   ValidationErrors* errors) {
   RejectUnknownFields(json, {"address", "weight", "identity"},
                       "address, weight, identity", errors);
@@ -108,7 +106,7 @@ void EndpointConfig::JsonPostLoad(const Json& json, const JsonArgs&,
 // RendezvousConfig
 
 const grpc_core::JsonLoaderInterface* RendezvousConfig::JsonLoader(
-    const JsonArgs&) {
+    const JsonArgs& /*args*/) {
   static const auto* loader =
       grpc_core::JsonObjectLoader<RendezvousConfig>()
           .Field("hashHeader", &RendezvousConfig::hash_header)
@@ -177,7 +175,7 @@ void RendezvousConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
     } else if (*missing_key_json_ == "FAIL") {
       missing_key = MissingKey::kFail;
     } else {
-      errors->AddError("must be \"RANDOM\" or \"FAIL\"");
+      errors->AddError(R"(must be "RANDOM" or "FAIL")");
     }
   }
   if (max_in_flight_json_.has_value()) {

@@ -29,8 +29,9 @@ struct EndpointConfig {
   absl::optional<std::string> identity;
 
   static const grpc_core::JsonLoaderInterface* JsonLoader(
-      const grpc_core::JsonArgs&);
-  void JsonPostLoad(const grpc_core::Json& json, const grpc_core::JsonArgs&,
+      const grpc_core::JsonArgs& args);
+  void JsonPostLoad(const grpc_core::Json& json,
+                    const grpc_core::JsonArgs& args,
                     grpc_core::ValidationErrors* errors);
 };
 
@@ -52,8 +53,9 @@ struct RendezvousConfig {
                                                 bool bounded);
 
   static const grpc_core::JsonLoaderInterface* JsonLoader(
-      const grpc_core::JsonArgs&);
-  void JsonPostLoad(const grpc_core::Json& json, const grpc_core::JsonArgs&,
+      const grpc_core::JsonArgs& args);
+  void JsonPostLoad(const grpc_core::Json& json,
+                    const grpc_core::JsonArgs& args,
                     grpc_core::ValidationErrors* errors);
 
  private:

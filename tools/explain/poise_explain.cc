@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -78,9 +79,7 @@ struct Backend {
   uint64_t load;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   std::string key;
   bool have_key = false;
   uint32_t factor = poise::BoundedLoadRendezvous::kDefaultFactorPercent;
@@ -189,4 +188,15 @@ int main(int argc, char** argv) {
   }
   std::printf("]}\n");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {  // out of memory: say so, do not abort
+    std::fprintf(stderr, "poise-explain: %s\n", e.what());
+    return 1;
+  }
 }
