@@ -88,6 +88,17 @@ class RendezvousLbConfig final : public LoadBalancingPolicy::Config {
 // ---------------------------------------------------------------------------
 // Picker snapshot
 
+// Why the core could not route, in the terms of the config a user can change.
+absl::Status RouteError(PickError error) {
+  if (error == PickError::kWeightOverflow) {
+    return absl::InternalError(
+        "poise: cannot route: the READY backends' weights sum past "
+        "4294967295; lower defaultWeight or endpoints[].weight");
+  }
+  return absl::InternalError(
+      absl::StrCat("poise: cannot route: ", ToString(error)));
+}
+
 // What the picker knows of one backend. Immutable once the picker exists.
 struct PickEntry {
   std::string identity;
@@ -226,11 +237,11 @@ RendezvousPicker::PickResult RendezvousPicker::PickUnbounded(
   // keys (queue); a failed one passes them to their next READY choice.
   if (keyed) {
     const Result<size_t> owner = WeightedRendezvous::Pick(key, all_);
-    if (!owner.ok()) return Fail(absl::InternalError(ToString(owner.error())));
+    if (!owner.ok()) return Fail(RouteError(owner.error()));
     if (entries_[owner.value()].pending) return PickResult::Queue();
   }
   const Result<size_t> chosen = WeightedRendezvous::Pick(key, ready_);
-  if (!chosen.ok()) return Fail(absl::InternalError(ToString(chosen.error())));
+  if (!chosen.ok()) return Fail(RouteError(chosen.error()));
   if (!track_load_) return Complete(chosen.value(), false, InFlightGuard());
   InFlightGuard guard = InFlightGuard::TryAcquireWithin(
       std::shared_ptr<InFlightCounter>(
@@ -245,7 +256,7 @@ RendezvousPicker::PickResult RendezvousPicker::PickBounded(std::string_view key,
                                                            bool keyed) {
   if (keyed) {
     const Result<size_t> owner = WeightedRendezvous::Pick(key, all_);
-    if (!owner.ok()) return Fail(absl::InternalError(ToString(owner.error())));
+    if (!owner.ok()) return Fail(RouteError(owner.error()));
     if (entries_[owner.value()].pending) return PickResult::Queue();
   }
   const Result<Decision> decision = bounded_.Decide(
@@ -253,8 +264,7 @@ RendezvousPicker::PickResult RendezvousPicker::PickBounded(std::string_view key,
       [this](size_t i) { return entries_[i].cell->in_flight.Load(); },
       Scratch());
   if (!decision.ok()) {
-    return Fail(absl::InternalError(
-        absl::StrCat("poise: cannot route: ", ToString(decision.error()))));
+    return Fail(RouteError(decision.error()));
   }
   const Decision& d = decision.value();
   const PickEntry& entry = entries_[d.selection];
