@@ -13,6 +13,7 @@
 #include <grpc/support/log.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -25,9 +26,15 @@
 #include "src/grpc/rendezvous_config.h"
 
 namespace {
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
+// Aborts (a libFuzzer crash) naming the failed invariant.
+#define Check(cond)                                                           \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      std::fprintf(stderr, "invariant failed: %s (%s:%d)\n", #cond, __FILE__, \
+                   __LINE__);                                                 \
+      std::abort();                                                           \
+    }                                                                         \
+  } while (0)
 void NoLog(gpr_log_func_args*) {}
 }  // namespace
 

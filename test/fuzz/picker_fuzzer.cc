@@ -12,6 +12,7 @@
 #include <grpc/support/log.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -29,9 +30,15 @@ using grpc_core::ExecCtx;
 using grpc_core::LoadBalancingPolicy;
 using PickResult = LoadBalancingPolicy::PickResult;
 
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
+// Aborts (a libFuzzer crash) naming the failed invariant.
+#define Check(cond)                                                           \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      std::fprintf(stderr, "invariant failed: %s (%s:%d)\n", #cond, __FILE__, \
+                   __LINE__);                                                 \
+      std::abort();                                                           \
+    }                                                                         \
+  } while (0)
 void NoLog(gpr_log_func_args*) {}
 
 constexpr int kBackends = 4;
