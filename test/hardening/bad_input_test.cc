@@ -316,11 +316,9 @@ TEST_F(HeaderValueTest, OddValuesRouteDeterministicallyToTheCoresOwner) {
 
 // A defaultWeight that is valid alone but whose sum over the resolver's
 // addresses exceeds 2^32 - 1 cannot be checked when the config is parsed.
-// Documented expectation (issue 6: "weights whose sum overflows 32 bits ...
-// rejected or handled as documented, with the field named"): the failure
-// names the field. Today every pick is dropped with
-// "poise: cannot route: eligible weights sum past 2^32-1", which names no
-// field, while the config was accepted — see the report.
+// Issue 6: such a sum is "rejected or handled as documented, with the field
+// named". Before 8a05fdb every pick was dropped with "poise: cannot route:
+// eligible weights sum past 2^32-1", naming no field.
 TEST_F(HeaderValueTest,
        DefaultWeightOverflowAcrossResolverAddressesNamesTheField) {
   Start("bounded_load_rendezvous", R"("defaultWeight":2147483648)");
