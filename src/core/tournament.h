@@ -1,6 +1,8 @@
 // The fast path of the ranking: one pass that finds, per distinct weight, the
-// candidate with the largest mixed hash z, then computes one logarithm per
-// weight. Private to src/core (and its tests); see rendezvous.cc for use.
+// candidate with the largest mixed hash z, then compares those leaders by a
+// cheap libm logarithm with a certified error margin, computing the contract
+// logarithm only for near-ties (below). Private to src/core (and its tests);
+// see rendezvous.cc for use.
 //
 // Why the per-weight argmax of z is exact. Within one weight w, score =
 // -LnUnit(z) / w and LnUnit depends on z only through s = (z >> 11) + 1.
@@ -23,6 +25,7 @@
 #define POISE_SRC_CORE_TOURNAMENT_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -42,11 +45,15 @@ inline bool Separated(uint64_t z_max, uint64_t z_other) {
 
 // Argmax of z over a stream in index order (the first index wins equal z),
 // and the largest z among the others.
+// Trivially constructible so that the group table costs nothing until used:
+// start from Leader::Empty().
 struct Leader {
-  uint64_t z = 0;
-  uint64_t runner_up = 0;
-  size_t index = kNone;
-  size_t count = 0;  // entries offered with take == true
+  uint64_t z;
+  uint64_t runner_up;
+  size_t index;
+  size_t count;  // entries offered with take == true
+
+  static Leader Empty() { return Leader{0, 0, kNone, 0}; }
 
   // Offers (candidate_z, i) if `take`. Bitwise logic on purpose: `take` is
   // data-dependent (has the backend room?) and would mispredict as a branch;
@@ -67,13 +74,106 @@ struct Leader {
   bool Decisive() const { return count <= 1 || Separated(z, runner_up); }
 };
 
+// Comparing leaders of different weights without the contract logarithm.
+//
+// The contract's score is S = fl(-LnUnit(z) / w), and LnUnit takes ~13
+// divisions. Across groups, the tournament first compares the cheap
+//   A = fl(fl(k53 - log(s)) / w),   s = (z >> 11) + 1,  k53 = fl(53 ln 2),
+// and asks for S only when A cannot separate two contenders. Error budget
+// for |A - S| (all quantities below are < 64, so one ulp is <= 2^-47):
+//  * libm: |log(s) - ln s| <= 4 ulp(ln s) <= 2^-45. We assume only this
+//    (glibc documents < 1 ulp; fast_path_test measures the whole |A - S|).
+//  * k53 is 53 ln 2 correctly rounded: <= 2^-48 (checked in the test).
+//  * the subtraction rounds by <= 2^-48.
+//    So |fl(k53 - log s) - (-ln(s / 2^53))| <= 2^-45 + 2^-47 < 3.6e-14.
+//  * the contract: |LnUnit(z) - ln(s / 2^53)| < 3e-14 (see above; measured
+//    1.4e-14 by fast_path_test, which asserts < 1e-13; with that looser
+//    figure E stays below 1.5e-13, still 6x inside the margin).
+//  * both divisions by the same w >= 1 shrink the difference and add at
+//    most half an ulp each: <= 2 * 2^-48 < 7.2e-15.
+// Hence |A - S| <= E := 3.6e-14 + 3e-14 + 7.2e-15 < 7.4e-14 for every z
+// and w. Contest() treats a leader as ahead of k only when
+// fl(A_lead + 2 kScoreMargin) < A_k; that sum rounds down by at most
+// 2^-48, so A_k > A_lead + 2 kScoreMargin - 2^-48, and with
+// kScoreMargin = 2^-40 (~9.1e-13) >= E + 2^-49 (more than 10x over):
+//   S_lead <= A_lead + E < A_k - E <= S_k,
+// a strict inequality of the contract scores, which is exactly what
+// Rank::Precedes decides first. Everything not separated this way gets
+// its exact S and the full order (score, larger z, larger weight, earlier
+// index). A larger margin is sound too (tests use one to force the
+// fallback on real keys); a smaller one is not.
+inline constexpr double kScoreMargin = 0x1p-40;
+inline constexpr double k53Ln2 = 36.736800569677101399;  // 53 ln 2
+
+// A, the approximate score of z at weight w (see above).
+inline double ApproxScore(uint64_t z, uint32_t weight) {
+  const uint64_t s = (z >> 11) + 1;  // exact as a double: s <= 2^53
+  return (k53Ln2 - std::log(static_cast<double>(s))) /
+         static_cast<double>(weight);
+}
+
+// A candidate's identity in the contest (enough for Rank::Precedes without the
+// score, which is recomputed exactly where it matters).
+struct Choice {
+  size_t index = kNone;
+  uint64_t z = 0;
+  uint32_t weight = 0;
+};
+
 struct Outcome {
   bool found = false;  // any eligible candidate
-  Rank affinity{};     // the best eligible candidate
+  Choice affinity{};   // the best eligible candidate
   bool found_room = false;
-  Rank selection{};  // the best eligible candidate with room (kBounded)
-  uint64_t selection_capacity = 0;  // its capacity
+  Choice selection{};               // the best eligible candidate with room
+  uint64_t selection_capacity = 0;  // its capacity (kBounded)
+  size_t exact_scores = 0;  // contract logarithms computed (tests, benches)
+  size_t near_ties = 0;     // contests the approximation could not settle
 };
+
+// A contender whose score is known approximately (within kScoreMargin of
+// the contract's Score(z, weight)) or exactly.
+// Trivially constructible (the contest arrays are not cleared).
+struct Contender {
+  double approx;
+  Rank rank;  // rank.score is valid only when `exact`
+  uint64_t capacity;
+  bool exact;
+};
+
+// Picks the best of `c[0..count)` by Rank::Precedes. The approximation
+// settles it when the approximate leader is more than 2 * margin ahead of
+// everyone else; otherwise the leader and every contender within reach get
+// their exact contract score and the contract's full order decides.
+// Returns the winner's position in `c`.
+inline size_t Contest(Contender* c, size_t count, double margin, Outcome& out) {
+  size_t lead = 0;
+  for (size_t k = 1; k < count; ++k) {
+    if (c[k].approx < c[lead].approx) lead = k;
+  }
+  // Certified: exact_lead <= approx_lead + margin < approx_k - margin <=
+  // exact_k, so the leader's exact score is strictly smaller.
+  const double reach = c[lead].approx + 2 * margin;
+  bool settled = true;
+  for (size_t k = 0; k < count; ++k) {
+    settled &= k == lead || reach < c[k].approx;
+  }
+  if (settled) return lead;
+  ++out.near_ties;
+  auto make_exact = [&](Contender& x) {
+    if (x.exact) return;
+    x.rank.score = Score(x.rank.z, x.rank.weight);
+    x.exact = true;
+    ++out.exact_scores;
+  };
+  make_exact(c[lead]);
+  size_t best = lead;
+  for (size_t k = 0; k < count; ++k) {
+    if (k == lead || reach < c[k].approx) continue;  // certified behind
+    make_exact(c[k]);
+    if (c[k].rank.Precedes(c[best].rank)) best = k;
+  }
+  return best;
+}
 
 // Keeps `best` the better of itself and `rank` by the contract's order;
 // true when `rank` took its place.
@@ -91,9 +191,10 @@ inline bool Improve(bool& have, Rank& best, const Rank& rank) {
 // The best by Rank::Precedes of a union is the best of the per-part bests, so
 // partitioning the candidates by weight (and, for the selection, by weight
 // among those with room: capacity depends only on the weight) and comparing
-// one exactly-scored leader per part gives exactly the contract's answer.
+// one leader per part (Contest: approximately, exactly on near-ties) gives
+// exactly the contract's answer.
 template <bool kBounded, typename Field>
-Outcome RunTournament(const Field& field) {
+Outcome RunTournament(const Field& field, double margin = kScoreMargin) {
   struct Group {
     uint32_t weight;
     uint64_t capacity;
@@ -106,6 +207,9 @@ Outcome RunTournament(const Field& field) {
   Group groups[kMaxGroups];
   size_t group_count = 0;
   Outcome out;
+  bool have_spot = false, have_spot_room = false;
+  Rank spot{}, spot_room{};
+  uint64_t spot_room_capacity = 0;
 
   constexpr size_t kChunk = 64;
   uint64_t z[kChunk];
@@ -121,7 +225,8 @@ Outcome RunTournament(const Field& field) {
       Group* const last = groups + group_count;
       while (g != last && g->weight != w) ++g;
       if (g == last && group_count < kMaxGroups) {
-        *g = Group{w, kBounded ? field.capacity(w) : 0, {}, {}};
+        *g = Group{w, kBounded ? field.capacity(w) : 0, Leader::Empty(),
+                   Leader::Empty()};
         ++group_count;
       }
       if (g != groups + kMaxGroups) {
@@ -130,12 +235,13 @@ Outcome RunTournament(const Field& field) {
         continue;
       }
       const Rank rank{Score(zi, w), zi, w, i};
-      Improve(out.found, out.affinity, rank);
+      ++out.exact_scores;
+      Improve(have_spot, spot, rank);
       if (!kBounded) continue;
       const uint64_t capacity = field.capacity(w);
       if (field.load(i) < capacity &&
-          Improve(out.found_room, out.selection, rank)) {
-        out.selection_capacity = capacity;
+          Improve(have_spot_room, spot_room, rank)) {
+        spot_room_capacity = capacity;
       }
     }
   }
@@ -148,26 +254,54 @@ Outcome RunTournament(const Field& field) {
       if (!field.eligible(i) || field.weight(i) != g.weight) continue;
       if (room && !(field.load(i) < g.capacity)) continue;
       const uint64_t zi = field.Z(i);
+      ++out.exact_scores;
       Improve(have, best, Rank{Score(zi, g.weight), zi, g.weight, i});
     }
     return best;
   };
-  auto leader_rank = [&](const Group& g, const Leader& l, bool room) {
-    return l.Decisive() ? Rank{Score(l.z, g.weight), l.z, g.weight, l.index}
-                        : exact(g, room);
+  // A group's leader as a contender: approximately scored when the z argmax
+  // is decisive, else the group re-ranked exactly.
+  auto contender = [&](const Group& g, const Leader& l, bool room) {
+    if (l.Decisive()) {
+      return Contender{ApproxScore(l.z, g.weight),
+                       Rank{0, l.z, g.weight, l.index}, g.capacity, false};
+    }
+    const Rank best = exact(g, room);
+    return Contender{best.score, best, g.capacity, true};
   };
+  auto exact_contender = [](const Rank& r, uint64_t capacity) {
+    return Contender{r.score, r, capacity, true};
+  };
+  auto choice = [](const Rank& r) { return Choice{r.index, r.z, r.weight}; };
+
+  Contender all[kMaxGroups + 1];
+  size_t all_count = 0;
+  for (size_t k = 0; k < group_count; ++k) {
+    all[all_count++] = contender(groups[k], groups[k].all, false);
+  }
+  if (have_spot) all[all_count++] = exact_contender(spot, 0);
+  if (all_count == 0) return out;
+  out.found = true;
+  out.affinity = choice(all[Contest(all, all_count, margin, out)].rank);
+  if (!kBounded) return out;
+
+  Contender room[kMaxGroups + 1];
+  size_t room_count = 0;
   for (size_t k = 0; k < group_count; ++k) {
     const Group& g = groups[k];
-    const Rank best = leader_rank(g, g.all, false);
-    Improve(out.found, out.affinity, best);
-    if (!kBounded || g.room.index == kNone) continue;
-    // The overall leader often has room: reuse its score.
-    if (Improve(
-            out.found_room, out.selection,
-            g.room.index == best.index ? best : leader_rank(g, g.room, true))) {
-      out.selection_capacity = g.capacity;
-    }
+    if (g.room.index == kNone) continue;
+    // The overall leader often has room: reuse its contender.
+    room[room_count++] =
+        g.room.index == all[k].rank.index ? all[k] : contender(g, g.room, true);
   }
+  if (have_spot_room) {
+    room[room_count++] = exact_contender(spot_room, spot_room_capacity);
+  }
+  if (room_count == 0) return out;
+  const Contender& won = room[Contest(room, room_count, margin, out)];
+  out.found_room = true;
+  out.selection = choice(won.rank);
+  out.selection_capacity = won.capacity;
   return out;
 }
 

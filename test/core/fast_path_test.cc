@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -176,10 +177,129 @@ TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
   }
 }
 
+// The cross-weight comparison's margin (tournament.h): the approximate score
+// must stay within kScoreMargin of the contract's Score for every z and
+// weight. Measured over every binade's edges and millions of random s (all
+// binades), at weights 1..2^32-1; asserted with a 10x margin.
+TEST(FastPath, ApproxScoreErrorIsWellInsideTheMargin) {
+  const long double ln2 = std::log(static_cast<long double>(2));
+  EXPECT_LE(std::fabs(static_cast<long double>(internal::k53Ln2) - 53 * ln2),
+            std::ldexp(1.0L, -48));
+  double worst = 0;
+  auto check = [&](uint64_t s, uint32_t w) {
+    const uint64_t z = (s - 1) << 11;
+    worst =
+        std::max(worst, std::fabs(internal::ApproxScore(z, w) - Score(z, w)));
+  };
+  for (int e = 0; e <= 53; ++e) {
+    const uint64_t edge = uint64_t{1} << e;
+    for (uint64_t d = 0; d < 2048; ++d) {
+      if (edge > d) check(edge - d, 1);
+      if (edge + d <= kTwo53) check(edge + d, 1);
+    }
+  }
+  std::mt19937_64 rng(41);
+  for (int i = 0; i < 4000000; ++i) {
+    const uint64_t s = (rng() >> (11 + rng() % 53)) + 1;
+    const auto w = static_cast<uint32_t>(
+        i % 4 == 0 ? 1 : 1 + rng() % (uint64_t{1} << (1 + rng() % 32)));
+    check(s, w);
+  }
+  std::printf("max |ApproxScore - Score| = %.3g (margin %.3g)\n", worst,
+              internal::kScoreMargin);
+  EXPECT_LT(worst, internal::kScoreMargin / 10);
+}
+
+// s_b whose score at weight wb is as close as possible to s_a's at wa:
+// U_b = U_a^(wb/wa). Returns the nearest few candidates' centre.
+uint64_t Partner(uint64_t s_a, uint32_t wa, uint32_t wb) {
+  const long double log2u = std::log2(static_cast<long double>(s_a)) - 53.0L;
+  const long double s_b =
+      std::exp2(53.0L + log2u * static_cast<long double>(wb) / wa);
+  if (!(s_b >= 1)) return 1;
+  return std::min<uint64_t>(kTwo53, static_cast<uint64_t>(std::llround(s_b)));
+}
+
+// Adversarial cross-weight near-ties for the default margin: pairs of
+// leaders of different weights whose contract scores differ by a few ulps
+// or not at all (then the z, weight and index rules decide). The
+// approximation cannot order them, so the exact fallback runs; the result
+// must equal the brute-force contract order.
+TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
+  std::mt19937_64 rng(43);
+  size_t near_ties = 0, exact_ties = 0;
+  const uint32_t pairs[][2] = {{1, 2}, {2, 1},   {1, 3}, {2, 3},
+                               {3, 7}, {1, 100}, {5, 4}, {1000, 999}};
+  for (int trial = 0; trial < 60000; ++trial) {
+    const auto& pw = pairs[static_cast<size_t>(trial) % 8];
+    // lnU_a in about [-4, -1e-3]: where winners live and ulps are fine.
+    const double u = -std::ldexp(1.0, -static_cast<int>(rng() % 12)) *
+                     (0.25 + static_cast<double>(rng() % 1000) / 1000.0);
+    const auto s_a = static_cast<uint64_t>(std::ldexp(std::exp(u), 53));
+    const uint64_t centre = Partner(s_a, pw[0], pw[1]);
+    SyntheticField f;
+    f.caps.assign(1001, 0);
+    auto add = [&](uint64_t s, uint32_t w) {
+      f.z.push_back(((s - 1) << 11) | (rng() & 0x7ff));
+      f.weights.push_back(w);
+      f.ok.push_back(true);
+      f.loads.push_back(rng() % 2);
+      f.caps[w] = 1 + rng() % 2;
+    };
+    add(s_a, pw[0]);
+    for (uint64_t d = 0; d < 5; ++d) {
+      const uint64_t s_b = std::max<uint64_t>(1, centre + d - 2);
+      if (s_b > kTwo53) continue;
+      add(s_b, pw[1]);
+    }
+    // Shuffle in a few random others (usually far behind).
+    for (int k = 0; k < static_cast<int>(rng() % 4); ++k) {
+      add((rng() >> 11) + 1, 1 + static_cast<uint32_t>(rng() % 3));
+    }
+    const size_t n = f.z.size();
+    for (size_t i = 1; i < n; ++i) {  // random positions
+      const size_t j = rng() % (i + 1);
+      std::swap(f.z[i], f.z[j]);
+      std::swap(f.weights[i], f.weights[j]);
+      std::swap(f.loads[i], f.loads[j]);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = i + 1; j < n; ++j) {
+        exact_ties += f.weights[i] != f.weights[j] &&
+                      -reference::LnU(f.z[i]) / f.weights[i] ==
+                          -reference::LnU(f.z[j]) / f.weights[j];
+      }
+    }
+    const auto out = internal::RunTournament<true>(f);
+    near_ties += out.near_ties;
+    size_t best = internal::kNone, best_room = internal::kNone;
+    for (size_t i = 0; i < n; ++i) {
+      if (best == internal::kNone || RefPrecedes(f, i, best)) best = i;
+      if (f.loads[i] < f.caps[f.weights[i]] &&
+          (best_room == internal::kNone || RefPrecedes(f, i, best_room))) {
+        best_room = i;
+      }
+    }
+    ASSERT_EQ(out.affinity.index, best) << trial;
+    ASSERT_EQ(out.found_room, best_room != internal::kNone) << trial;
+    if (out.found_room) {
+      ASSERT_EQ(out.selection.index, best_room) << trial;
+      ASSERT_EQ(out.selection_capacity, f.caps[f.weights[best_room]]);
+    }
+    ASSERT_EQ(internal::RunTournament<false>(f).affinity.index, best) << trial;
+  }
+  std::printf("near-ties settled exactly: %zu; exact cross-weight ties: %zu\n",
+              near_ties, exact_ties);
+  EXPECT_GT(near_ties, 10000u);
+  EXPECT_GT(exact_ties, 100u);
+}
+
 std::vector<Candidate> View(const std::vector<reference::Backend>& backends) {
   std::vector<Candidate> out;
-  for (const auto& b : backends)
+  out.reserve(backends.size());
+  for (const auto& b : backends) {
     out.push_back({b.identity, b.weight, b.eligible});
+  }
   return out;
 }
 
@@ -196,6 +316,121 @@ std::string Identity(std::mt19937_64& rng, size_t pool) {
       return std::string(i % 23, static_cast<char>('a' + i % 26)) +
              std::to_string(i);
   }
+}
+
+// Real keys and identities cannot be steered to a tie within the default
+// margin (~1e-12: about one key in 1e11), so this searches a million keys by
+// brute force for the closest cross-weight leader pairs (within 1e-6), then
+// checks those keys through Pick and Decide against the oracle, and through
+// the tournament with the margin widened to 1e-6 (sound: any margin above
+// the error bound is), which forces the exact fallback on real hashes.
+TEST(FastPath, RealKeyNearTiesMatchReference) {
+  std::vector<reference::Backend> b;
+  b.reserve(10);
+  for (int i = 0; i < 10; ++i) {
+    b.push_back({"10.0.0." + std::to_string(i + 1) + ":8080",
+                 i % 3 == 0 ? 2u : 1u, static_cast<uint64_t>(i % 4), true});
+  }
+  const std::vector<Candidate> view = View(b);
+  constexpr double kWide = 1e-6;
+  std::vector<std::string> found;
+  for (int k = 0; k < 1000000 && found.size() < 200; ++k) {
+    const std::string key = "near-" + std::to_string(k);
+    const KeyHash hash(key);
+    double best[3] = {1e300, 1e300, 1e300};  // by weight
+    for (const auto& c : view) {
+      const double a = internal::ApproxScore(hash.Mixed(c.identity), c.weight);
+      best[c.weight] = std::min(best[c.weight], a);
+    }
+    if (std::fabs(best[1] - best[2]) < kWide) found.push_back(key);
+  }
+  std::printf("real keys with cross-weight leaders within %g: %zu\n", kWide,
+              found.size());
+  ASSERT_GE(found.size(), 3u);
+  DecisionScratch scratch;
+  size_t near_ties = 0;
+  for (const std::string& key : found) {
+    const auto order = reference::Order(key, b);
+    ASSERT_EQ(WeightedRendezvous::Pick(key, view).value(), order.front().index);
+    for (uint32_t factor : {100u, 105u, 150u}) {
+      const auto expected = reference::Decide(key, b, factor);
+      const auto got = BoundedLoadRendezvous::Create(factor)->Decide(
+          key, view, [&](size_t i) { return b[i].load; }, scratch);
+      ASSERT_TRUE(got.ok() && expected.has_value());
+      ASSERT_EQ(got.value().affinity, expected->affinity);
+      ASSERT_EQ(got.value().selection, expected->selection);
+      ASSERT_EQ(got.value().selected_capacity, expected->capacity);
+
+      SyntheticField f;
+      const KeyHash hash(key);
+      uint64_t total = 0;
+      for (const auto& x : b) total += x.load;
+      f.caps.assign(3, 0);
+      for (uint32_t w : {1u, 2u}) {
+        f.caps[w] = BoundedLoadRendezvous::Capacity(factor, total, w, 14);
+      }
+      for (const auto& x : b) {
+        f.z.push_back(hash.Mixed(x.identity));
+        f.weights.push_back(x.weight);
+        f.ok.push_back(true);
+        f.loads.push_back(x.load);
+      }
+      const auto wide = internal::RunTournament<true>(f, kWide);
+      near_ties += wide.near_ties;
+      ASSERT_EQ(wide.affinity.index, expected->affinity);
+      ASSERT_EQ(wide.selection.index, expected->selection);
+      ASSERT_EQ(wide.selection_capacity, expected->capacity);
+    }
+  }
+  EXPECT_GT(near_ties, 0u);
+}
+
+// The same oracle comparison on random lists, with the margin widened until
+// the fallback runs on most contests (real hashes, all tie rules live).
+TEST(FastPath, WideMarginTournamentMatchesReference) {
+  std::mt19937_64 rng(47);
+  size_t near_ties = 0;
+  for (int list = 0; list < 20000; ++list) {
+    const size_t n = 1 + rng() % 16;
+    std::vector<reference::Backend> b;
+    for (size_t i = 0; i < n; ++i) {
+      b.push_back({Identity(rng, n + 2), 1 + static_cast<uint32_t>(rng() % 4),
+                   rng() % 5, rng() % 8 != 0});
+    }
+    std::string key(rng() % 24, '\0');
+    for (char& c : key) c = static_cast<char>(rng());
+    const uint32_t factor = 100 + static_cast<uint32_t>(rng() % 100);
+    const auto expected = reference::Decide(key, b, factor);
+    uint64_t total = 0;
+    uint32_t total_weight = 0;
+    for (const auto& x : b) {
+      if (!x.eligible) continue;
+      total += x.load;
+      total_weight += x.weight;
+    }
+    SyntheticField f;
+    const KeyHash hash(key);
+    f.caps.assign(5, 0);
+    for (uint32_t w = 1; w <= 4 && total_weight != 0; ++w) {
+      f.caps[w] =
+          BoundedLoadRendezvous::Capacity(factor, total, w, total_weight);
+    }
+    for (const auto& x : b) {
+      f.z.push_back(hash.Mixed(x.identity));
+      f.weights.push_back(x.weight);
+      f.ok.push_back(x.eligible);
+      f.loads.push_back(x.load);
+    }
+    const auto out = internal::RunTournament<true>(f, 0.5);
+    near_ties += out.near_ties;
+    ASSERT_EQ(out.found, expected.has_value());
+    if (!out.found) continue;
+    ASSERT_EQ(out.affinity.index, expected->affinity) << list;
+    ASSERT_EQ(out.selection.index, expected->selection) << list;
+    ASSERT_EQ(out.selection_capacity, expected->capacity) << list;
+  }
+  std::printf("contests settled exactly with margin 0.5: %zu\n", near_ties);
+  EXPECT_GT(near_ties, 5000u);
 }
 
 // Real keys and identities: Pick and Decide against reference::Order and
@@ -270,6 +505,8 @@ TEST(FastPath, CapacityShortcutEqualsWideFormula) {
 TEST(FastPath, EqualWeightsAreArgmaxZOnManyKeys) {
   std::vector<std::string> ids;
   std::vector<Candidate> c;
+  ids.reserve(37);
+  c.reserve(37);
   for (int i = 0; i < 37; ++i) ids.push_back("10.1.0." + std::to_string(i));
   for (const auto& id : ids) c.push_back({id, 5});
   for (int k = 0; k < 200000; ++k) {
