@@ -5,7 +5,6 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/version_info.h>
 
-#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -22,26 +21,9 @@
 namespace poise::grpc_lb {
 namespace {
 
-// The policies use gRPC's internal API and object layouts, which change in
-// every release: only the exact versions this library was compiled against
-// are safe.
-absl::Status CheckRuntimeVersion() {
-  const std::string cpp = grpc::Version();
-  const char* core = grpc_version_string();
-  if (cpp != GRPC_CPP_VERSION_STRING ||
-      std::strcmp(core, POISE_GRPC_CORE_VERSION) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "poise: compiled against gRPC ", GRPC_CPP_VERSION_STRING, " (core ",
-        POISE_GRPC_CORE_VERSION, ") but running with gRPC ", cpp, " (core ",
-        core,
-        "); the policies depend on that exact version's internal ABI and "
-        "were not registered"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Register() {
-  absl::Status version = CheckRuntimeVersion();
+  absl::Status version =
+      CheckGrpcVersion(grpc::Version(), grpc_version_string());
   if (!version.ok()) return version;
   // gRPC aborts when a builder is registered after its configuration was
   // built, which happens when gRPC is first initialised (the first channel
@@ -57,6 +39,20 @@ absl::Status Register() {
 }
 
 }  // namespace
+
+absl::Status CheckGrpcVersion(absl::string_view runtime_cpp,
+                              absl::string_view runtime_core) {
+  if (runtime_cpp != GRPC_CPP_VERSION_STRING ||
+      runtime_core != POISE_GRPC_CORE_VERSION) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "poise: compiled against gRPC ", GRPC_CPP_VERSION_STRING, " (core ",
+        POISE_GRPC_CORE_VERSION, ") but running with gRPC ", runtime_cpp,
+        " (core ", runtime_core,
+        "); the policies depend on that exact version's internal ABI and "
+        "were not registered"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status RegisterPolicies() {
   static std::once_flag once;

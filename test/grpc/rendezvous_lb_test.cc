@@ -5,6 +5,7 @@
 #include <grpc/support/port_platform.h>
 // clang-format on
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
+#include "src/grpc/registration.h"
 #include "test/core/client_channel/lb_policy/lb_policy_test_lib.h"
 
 namespace poise::grpc_lb {
@@ -131,6 +133,19 @@ TEST(RendezvousConfig, ValidateServiceConfigReportsTheChannelsError) {
             std::string::npos)
       << bad;
   EXPECT_FALSE(ValidateServiceConfig("{not json").ok());
+}
+
+TEST(Registration, RefusesAnotherGrpcVersion) {
+  EXPECT_TRUE(CheckGrpcVersion(grpc::Version(), grpc_version_string()).ok());
+  const absl::Status other = CheckGrpcVersion("1.62.0", "38.0.0");
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.message().find("compiled against gRPC 1.51.1"),
+            std::string::npos)
+      << other;
+  EXPECT_NE(other.message().find("running with gRPC 1.62.0 (core 38.0.0)"),
+            std::string::npos)
+      << other;
+  EXPECT_FALSE(CheckGrpcVersion("1.51.1", "29.0.1").ok());
 }
 
 TEST(Registration, RegisterPoliciesIsIdempotent) {
