@@ -5,30 +5,19 @@
 
 #include "poise/rendezvous.h"
 #include "reference.h"
+#include "test_util.h"
 
 namespace poise {
 namespace {
 
-std::vector<Candidate> View(const std::vector<reference::Backend>& backends) {
-  std::vector<Candidate> out;
-  for (const auto& b : backends)
-    out.push_back({b.identity, b.weight, b.eligible});
-  return out;
-}
+using test_util::Backends;
+using test_util::View;
 
 Result<Decision> DecideWith(uint32_t factor, std::string_view key,
                             const std::vector<reference::Backend>& backends,
                             DecisionScratch& scratch) {
   return BoundedLoadRendezvous::Create(factor)->Decide(
       key, View(backends), [&](size_t i) { return backends[i].load; }, scratch);
-}
-
-std::vector<reference::Backend> Backends(
-    std::initializer_list<uint32_t> weights) {
-  std::vector<reference::Backend> out;
-  for (uint32_t w : weights)
-    out.push_back({"b" + std::to_string(out.size()), w});
-  return out;
 }
 
 TEST(BoundedLoad, FactorBelowOneHundredIsRejected) {
@@ -55,18 +44,18 @@ TEST(BoundedLoad, Errors) {
   DecisionScratch scratch;
   EXPECT_EQ(DecideWith(150, "k", {}, scratch).error(), PickError::kEmpty);
 
-  auto none = Backends({1, 2});
+  auto none = Backends({1, 2}, "b");
   for (auto& b : none) b.eligible = false;
   EXPECT_EQ(DecideWith(150, "k", none, scratch).error(),
             PickError::kNoEligibleCandidates);
 
-  auto heavy = Backends({UINT32_MAX, 1});
+  auto heavy = Backends({UINT32_MAX, 1}, "b");
   EXPECT_EQ(DecideWith(150, "k", heavy, scratch).error(),
             PickError::kWeightOverflow);
   heavy[1].eligible = false;  // only eligible weights count
   EXPECT_TRUE(DecideWith(150, "k", heavy, scratch).ok());
 
-  auto loaded = Backends({1, 1});
+  auto loaded = Backends({1, 1}, "b");
   loaded[0].load = UINT64_MAX;
   loaded[1].load = 1;
   EXPECT_EQ(DecideWith(150, "k", loaded, scratch).error(),
@@ -78,13 +67,13 @@ TEST(BoundedLoad, Errors) {
   EXPECT_TRUE(DecideWith(150, "k", loaded, scratch).ok());
 
   DecisionScratch small(2);
-  EXPECT_TRUE(DecideWith(150, "k", Backends({1, 1}), small).ok());
-  EXPECT_EQ(DecideWith(150, "k", Backends({1, 1, 1}), small).error(),
+  EXPECT_TRUE(DecideWith(150, "k", Backends({1, 1}, "b"), small).ok());
+  EXPECT_EQ(DecideWith(150, "k", Backends({1, 1, 1}, "b"), small).error(),
             PickError::kScratchCapacityExceeded);
 }
 
 TEST(BoundedLoad, EachEligibleLoadIsSampledExactlyOnce) {
-  auto b = Backends({1, 2, 3, 4});
+  auto b = Backends({1, 2, 3, 4}, "b");
   b[2].eligible = false;
   std::vector<int> samples(b.size());
   DecisionScratch scratch;
@@ -100,7 +89,7 @@ TEST(BoundedLoad, EachEligibleLoadIsSampledExactlyOnce) {
 }
 
 TEST(BoundedLoad, IdleDecisionEqualsWeightedRendezvous) {
-  auto b = Backends({1, 5, 2, 8, 3});
+  auto b = Backends({1, 5, 2, 8, 3}, "b");
   DecisionScratch scratch;
   for (uint32_t factor : {100u, 125u, 150u, 1000u}) {
     for (int k = 0; k < 20000; ++k) {
@@ -189,7 +178,7 @@ TEST(BoundedLoad, FactorOneHundredIsProportionalWithinFloorAndCeil) {
 }
 
 TEST(BoundedLoad, SpillsOnlyAtTheBoundToTheNextInTheOwnersOrder) {
-  auto b = Backends({1, 1, 1, 1, 1});
+  auto b = Backends({1, 1, 1, 1, 1}, "b");
   for (int k = 0; k < 500; ++k) {
     const std::string key = "spill" + std::to_string(k);
     const auto order = reference::Order(key, b);
@@ -218,7 +207,7 @@ TEST(BoundedLoad, SpillsOnlyAtTheBoundToTheNextInTheOwnersOrder) {
 }
 
 TEST(BoundedLoad, ScratchIsRetainedAndReleasable) {
-  auto b = Backends({1, 2, 3, 4, 5, 6, 7, 8});
+  auto b = Backends({1, 2, 3, 4, 5, 6, 7, 8}, "b");
   DecisionScratch scratch;
   ASSERT_TRUE(DecideWith(150, "a", b, scratch).ok());
   const size_t retained = scratch.capacity();

@@ -13,9 +13,12 @@
 #include "poise/hash.h"
 #include "poise/rendezvous.h"
 #include "reference.h"
+#include "test_util.h"
 
 namespace poise {
 namespace {
+
+using test_util::View;
 
 constexpr uint64_t kTwo53 = uint64_t{1} << 53;
 
@@ -292,15 +295,6 @@ TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
               near_ties, exact_ties);
   EXPECT_GT(near_ties, 10000u);
   EXPECT_GT(exact_ties, 100u);
-}
-
-std::vector<Candidate> View(const std::vector<reference::Backend>& backends) {
-  std::vector<Candidate> out;
-  out.reserve(backends.size());
-  for (const auto& b : backends) {
-    out.push_back({b.identity, b.weight, b.eligible});
-  }
-  return out;
 }
 
 std::string Identity(std::mt19937_64& rng, size_t pool) {

@@ -8,30 +8,18 @@
 #include <string>
 
 #include "reference.h"
+#include "test_util.h"
 
 namespace poise {
 namespace {
 
-std::vector<Candidate> View(const std::vector<reference::Backend>& backends) {
-  std::vector<Candidate> out;
-  for (const auto& b : backends)
-    out.push_back({b.identity, b.weight, b.eligible});
-  return out;
-}
+using test_util::Backends;
+using test_util::View;
 
 size_t Owner(std::string_view key, const std::vector<Candidate>& candidates) {
   const Result<size_t> r = WeightedRendezvous::Pick(key, candidates);
   EXPECT_TRUE(r.ok());
   return r.ok() ? r.value() : SIZE_MAX;
-}
-
-std::vector<reference::Backend> Backends(
-    std::initializer_list<uint32_t> weights) {
-  std::vector<reference::Backend> out;
-  for (uint32_t w : weights) {
-    out.push_back({"backend-" + std::to_string(out.size()), w});
-  }
-  return out;
 }
 
 TEST(WeightedRendezvous, PublishedExampleOwner) {
@@ -101,7 +89,7 @@ TEST(WeightedRendezvous, WeightSharesWithinOnePercent) {
 }
 
 TEST(WeightedRendezvous, RemovingANonOwnerNeverMovesAKey) {
-  auto b = Backends({1, 2, 3, 4, 5, 6});
+  auto b = Backends({1, 2, 3, 4, 5, 6}, "backend-");
   const auto all = View(b);
   for (size_t removed = 0; removed < b.size(); ++removed) {
     auto fewer = b;
@@ -117,7 +105,7 @@ TEST(WeightedRendezvous, RemovingANonOwnerNeverMovesAKey) {
 }
 
 TEST(WeightedRendezvous, AddingABackendOnlyMovesKeysToIt) {
-  auto b = Backends({2, 2, 3, 1});
+  auto b = Backends({2, 2, 3, 1}, "backend-");
   const auto before = View(b);
   auto more = b;
   more.push_back({"backend-new", 4});
@@ -136,7 +124,7 @@ TEST(WeightedRendezvous, AddingABackendOnlyMovesKeysToIt) {
 }
 
 TEST(WeightedRendezvous, ChangingOneWeightNeverMovesBetweenUnchangedBackends) {
-  auto b = Backends({3, 1, 4, 1, 5});
+  auto b = Backends({3, 1, 4, 1, 5}, "backend-");
   for (uint32_t new_weight : {1u, 2u, 9u, 100u}) {
     auto changed = b;
     changed[2].weight = new_weight;
@@ -154,7 +142,7 @@ TEST(WeightedRendezvous, ChangingOneWeightNeverMovesBetweenUnchangedBackends) {
 }
 
 TEST(WeightedRendezvous, SliceOrderDoesNotChangeTheWinner) {
-  auto b = Backends({1, 2, 3, 4, 5, 6, 7});
+  auto b = Backends({1, 2, 3, 4, 5, 6, 7}, "backend-");
   std::mt19937 rng(5);
   for (int round = 0; round < 20; ++round) {
     auto shuffled = b;

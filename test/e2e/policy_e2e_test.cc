@@ -15,89 +15,29 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend.h"
-#include "echo.grpc.pb.h"
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
+#include "test/support/e2e_harness.h"
 
 namespace poise::grpc_lb {
 namespace {
 
 using example::BackendSet;
+using namespace test_support;  // the shared e2e harness
 
-constexpr char kHeader[] = "x-session-id";
-
-std::string LbConfig(const std::string& policy, const std::string& extra) {
-  return absl::StrCat(R"({"loadBalancingConfig":[{")", policy,
-                      R"(":{"hashHeader":"x-session-id")",
-                      extra.empty() ? "" : ",", extra, "}}]}");
+// These tests' calls: wait for ready, 20 s deadline.
+CallOptions Calling(uint32_t delay_ms = 0) {
+  CallOptions options;
+  options.delay_ms = delay_ms;
+  options.deadline = std::chrono::seconds(20);
+  return options;
 }
 
-class Client {
- public:
-  Client(const std::string& target, const std::string& service_config,
-         const std::string& label) {
-    grpc::ChannelArguments args;
-    args.SetServiceConfigJSON(service_config);
-    args.SetString(kStatsLabelArg, label);
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channel_ = grpc::CreateCustomChannel(
-        target, grpc::InsecureChannelCredentials(), args);
-    stub_ = example::Echo::NewStub(channel_);
-  }
+constexpr std::chrono::milliseconds kPoll{20};  // WaitFor's polling period
 
-  // The id of the backend that served the call, or the error.
-  std::string Call(const std::string& key, uint32_t delay_ms = 0,
-                   grpc::Status* status_out = nullptr) {
-    grpc::ClientContext context;
-    context.AddMetadata(kHeader, key);
-    context.set_wait_for_ready(true);
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(20));
-    example::EchoRequest request;
-    request.set_delay_ms(delay_ms);
-    example::EchoReply reply;
-    grpc::Status status = stub_->Echo(&context, request, &reply);
-    if (status_out != nullptr) *status_out = status;
-    return status.ok() ? reply.backend_id()
-                       : absl::StrCat("error:", status.error_message());
-  }
-
-  grpc::Channel* channel() { return channel_.get(); }
-
- private:
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<example::Echo::Stub> stub_;
-};
-
-ChannelStats StatsFor(const std::string& label) {
-  for (ChannelStats& s : StatsSnapshot()) {
-    if (s.label == label) return s;
-  }
-  return {};
-}
-
-std::vector<Candidate> Candidates(const BackendSet& set,
-                                  std::vector<std::string>* storage,
-                                  const std::vector<uint32_t>& weights = {}) {
-  storage->clear();
-  for (size_t i = 0; i < set.size(); ++i)
-    storage->push_back(set.backend(i).address());
-  std::vector<Candidate> out;
-  for (size_t i = 0; i < storage->size(); ++i) {
-    out.push_back({(*storage)[i], weights.empty() ? 1 : weights[i], true});
-  }
-  return out;
-}
-
-// Waits until `done` holds or the deadline passes.
-template <typename Condition>
-bool WaitFor(Condition done, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
+// The id of the backend that served the call, or "error:<message>".
+std::string Served(Client& client, const std::string& key) {
+  return client.Call(key, Calling()).ServedBy();
 }
 
 TEST(PolicyE2E, SameKeySameServerOnTwoChannelsMatchingTheCoreAndExplain) {
@@ -111,8 +51,8 @@ TEST(PolicyE2E, SameKeySameServerOnTwoChannelsMatchingTheCoreAndExplain) {
     const std::string key = absl::StrCat("user-", k);
     const std::string owner =
         set.backend(WeightedRendezvous::Pick(key, candidates).value()).id();
-    ASSERT_EQ(a.Call(key), owner) << key;
-    ASSERT_EQ(b.Call(key), owner) << key;
+    ASSERT_EQ(Served(a, key), owner) << key;
+    ASSERT_EQ(Served(b, key), owner) << key;
   }
 #ifdef POISE_EXPLAIN_PATH
   // poise-explain, given the same identities, names the same owner.
@@ -125,7 +65,7 @@ TEST(PolicyE2E, SameKeySameServerOnTwoChannelsMatchingTheCoreAndExplain) {
   while (size_t n = fread(buffer, 1, sizeof(buffer), pipe))
     output.append(buffer, n);
   ASSERT_EQ(pclose(pipe), 0);
-  const std::string owner = a.Call("user-7");
+  const std::string owner = Served(a, "user-7");
   const size_t index = static_cast<size_t>(set.IndexOf(owner));
   EXPECT_NE(output.find(absl::StrCat("\"affinity\":\"", ids[index], "\"")),
             std::string::npos)
@@ -149,7 +89,7 @@ TEST(PolicyE2E, WeightsSetShares) {
            "shares");
   constexpr int kKeys = 3000;
   std::map<std::string, int> hits;
-  for (int k = 0; k < kKeys; ++k) ++hits[c.Call(absl::StrCat("k", k))];
+  for (int k = 0; k < kKeys; ++k) ++hits[Served(c, absl::StrCat("k", k))];
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_NEAR(hits[set.backend(i).id()] / double{kKeys}, weights[i] / 10.0,
                 0.03)
@@ -166,15 +106,13 @@ TEST(PolicyE2E, HotKeySpreadsWithinItsBoundAndCountersDrain) {
            LbConfig("bounded_load_rendezvous",
                     absl::StrCat(R"("balanceFactorPercent":)", kFactor)),
            "hot");
-  ASSERT_EQ(c.Call("warm-up").rfind("b", 0), 0u);
+  ASSERT_EQ(Served(c, "warm-up").rfind("b", 0), 0u);
   std::vector<std::thread> threads;
   std::atomic<int> errors{0};
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 40; ++i) {
-        grpc::Status status;
-        c.Call("the-hot-key", 5, &status);
-        if (!status.ok()) ++errors;
+        if (!c.Call("the-hot-key", Calling(5)).status.ok()) ++errors;
       }
     });
   }
@@ -203,7 +141,7 @@ TEST(PolicyE2E, StoppingABackendMovesOnlyItsKeysAndRestartingMovesThemBack) {
   std::map<std::string, std::string> before;
   for (int k = 0; k < 200; ++k) {
     keys.push_back(absl::StrCat("s", k));
-    before[keys.back()] = c.Call(keys.back());
+    before[keys.back()] = Served(c, keys.back());
   }
   set.backend(2).Stop();
   const std::string stopped = set.backend(2).id();
@@ -213,10 +151,10 @@ TEST(PolicyE2E, StoppingABackendMovesOnlyItsKeysAndRestartingMovesThemBack) {
     if (before[k] == stopped) probe = k;
   }
   ASSERT_FALSE(probe.empty());
-  ASSERT_TRUE(WaitFor([&] { return c.Call(probe).rfind("b", 0) == 0; },
-                      std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitFor([&] { return Served(c, probe).rfind("b", 0) == 0; },
+                      std::chrono::seconds(20), kPoll));
   for (const auto& k : keys) {
-    const std::string now = c.Call(k);
+    const std::string now = Served(c, k);
     if (before[k] == stopped) {
       EXPECT_NE(now, stopped) << k;
       EXPECT_EQ(now.rfind("b", 0), 0u) << k << " " << now;
@@ -225,9 +163,9 @@ TEST(PolicyE2E, StoppingABackendMovesOnlyItsKeysAndRestartingMovesThemBack) {
     }
   }
   ASSERT_TRUE(set.backend(2).Restart().ok());
-  ASSERT_TRUE(WaitFor([&] { return c.Call(probe) == stopped; },
-                      std::chrono::seconds(30)));
-  for (const auto& k : keys) EXPECT_EQ(c.Call(k), before[k]) << k;
+  ASSERT_TRUE(WaitFor([&] { return Served(c, probe) == stopped; },
+                      std::chrono::seconds(30), kPoll));
+  for (const auto& k : keys) EXPECT_EQ(Served(c, k), before[k]) << k;
   for (const BackendStats& b : StatsFor("stop").backends)
     EXPECT_EQ(b.in_flight, 0u);
 }

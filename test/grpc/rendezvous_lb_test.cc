@@ -1,14 +1,13 @@
 // The policies against gRPC 1.51's fake subchannels (lb_policy_test_lib.h):
 // no network, exact connectivity states, exact loads.
-#include "src/grpc/internal_guard.h"
+// First: it includes the internal guard, then port_platform.h.
 // clang-format off
-#include <grpc/support/port_platform.h>
+#include "test/support/policy_fixture.h"
 // clang-format on
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -18,21 +17,11 @@
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
 #include "src/grpc/registration.h"
-#include "test/core/client_channel/lb_policy/lb_policy_test_lib.h"
 
 namespace poise::grpc_lb {
 namespace {
 
-using grpc_core::ChannelArgs;
-using grpc_core::ExecCtx;
 using grpc_core::Json;
-using grpc_core::LoadBalancingPolicy;
-using grpc_core::SubchannelKey;
-using PickResult = LoadBalancingPolicy::PickResult;
-using Picker = LoadBalancingPolicy::SubchannelPicker;
-using Tracker = LoadBalancingPolicy::SubchannelCallTrackerInterface;
-
-constexpr char kHeader[] = "x-session-id";
 
 absl::Status ParseConfig(const std::string& json) {
   auto parsed = Json::Parse(json);
@@ -156,44 +145,9 @@ TEST(Registration, RegisterPoliciesIsIdempotent) {
 // ---------------------------------------------------------------------------
 // Policy with fake subchannels
 
-class RendezvousLbTest : public grpc_core::testing::LoadBalancingPolicyTest {
+class RendezvousLbTest : public test_support::PolicyFixture {
  protected:
-  static constexpr int kBackends = 4;
-
-  void SetUp() override {
-    for (int i = 0; i < kBackends; ++i) {
-      uris_.push_back(absl::StrCat("ipv4:127.0.0.1:", 441 + i));
-      identities_.push_back(absl::StrCat("127.0.0.1:", 441 + i));
-    }
-  }
-
-  void MakePolicy(const std::string& name) {
-    // A fresh label per policy: a replaced policy may outlive its reset.
-    label_ = absl::StrCat(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name(), "#",
-        ++policies_made_);
-    auto helper = std::make_unique<FakeHelper>(this, work_serializer_);
-    helper_ = helper.get();
-    LoadBalancingPolicy::Args args = {
-        work_serializer_, std::move(helper),
-        ChannelArgs().Set(kStatsLabelArg, label_)};
-    policy_ = grpc_core::CoreConfiguration::Get()
-                  .lb_policy_registry()
-                  .CreateLoadBalancingPolicy(name, std::move(args));
-    ASSERT_NE(policy_, nullptr);
-  }
-
-  absl::Status Update(const std::string& config_json,
-                      const std::vector<std::string>& uris) {
-    LoadBalancingPolicy::UpdateArgs update;
-    update.addresses.emplace();
-    for (const auto& uri : uris) {
-      update.addresses->emplace_back(MakeAddress(uri), ChannelArgs());
-    }
-    update.config = MakeConfig(*Json::Parse(config_json));
-    update.resolution_note = "note from the test";
-    return ApplyUpdate(std::move(update), policy_.get());
-  }
+  RendezvousLbTest() : PolicyFixture(441) {}
 
   // Starts `name` over every backend with `body` as its config and drives
   // the listed backends READY.
@@ -204,60 +158,6 @@ class RendezvousLbTest : public grpc_core::testing::LoadBalancingPolicyTest {
     for (int i : ready) SetState(i, GRPC_CHANNEL_READY);
     Drain();
     ASSERT_EQ(state_, GRPC_CHANNEL_READY);
-  }
-
-  static std::string Config(const std::string& name, const std::string& body) {
-    return absl::StrCat("[{\"", name, "\":{\"hashHeader\":\"", kHeader, "\"",
-                        body.empty() ? "" : ",", body, "}}]");
-  }
-
-  void SetState(int backend, grpc_connectivity_state state,
-                absl::Status status = absl::OkStatus()) {
-    ExecCtx exec_ctx;
-    auto it = subchannel_pool_.find(
-        SubchannelKey(MakeAddress(uris_[backend]), ChannelArgs()));
-    ASSERT_NE(it, subchannel_pool_.end()) << uris_[backend];
-    it->second.SetConnectivityState(state, status);
-  }
-
-  // Consumes every queued event; keeps the newest state and picker.
-  void Drain() {
-    if (ExecCtx::Get() != nullptr) ExecCtx::Get()->Flush();
-    while (auto event = helper_->GetEvent()) {
-      if (auto* update = absl::get_if<FakeHelper::StateUpdate>(&*event)) {
-        state_ = update->state;
-        status_ = update->status;
-        picker_ = std::move(update->picker);
-      } else {
-        ++reresolutions_;
-      }
-    }
-  }
-
-  struct Picked {
-    PickResult result;
-    int backend = -1;  // for Complete
-    std::unique_ptr<Tracker> tracker;
-  };
-
-  Picked Pick(std::optional<std::string> key) {
-    ExecCtx exec_ctx;
-    std::map<std::string, std::string> md;
-    if (key.has_value()) md[kHeader] = *key;
-    FakeMetadata metadata(md);
-    FakeCallState call_state;
-    Picked out{picker_->Pick({"/svc/method", &metadata, &call_state}), -1,
-               nullptr};
-    if (auto* c = absl::get_if<PickResult::Complete>(&out.result.result)) {
-      auto* sc =
-          static_cast<SubchannelState::FakeSubchannel*>(c->subchannel.get());
-      const std::string uri = *grpc_sockaddr_to_uri(&sc->address());
-      for (int i = 0; i < kBackends; ++i) {
-        if (uris_[static_cast<size_t>(i)] == uri) out.backend = i;
-      }
-      out.tracker = std::move(c->subchannel_call_tracker);
-    }
-    return out;
   }
 
   int PickBackend(const std::string& key) {
@@ -299,21 +199,6 @@ class RendezvousLbTest : public grpc_core::testing::LoadBalancingPolicyTest {
     }
     return UINT64_MAX;
   }
-
-  void TearDown() override {
-    picker_.reset();
-    policy_.reset();
-  }
-
-  std::vector<std::string> uris_;
-  std::vector<std::string> identities_;
-  std::string label_;
-  grpc_core::OrphanablePtr<LoadBalancingPolicy> policy_;
-  grpc_connectivity_state state_ = GRPC_CHANNEL_IDLE;
-  absl::Status status_;
-  std::unique_ptr<Picker> picker_;
-  int reresolutions_ = 0;
-  int policies_made_ = 0;
 };
 
 TEST_F(RendezvousLbTest, ConnectivityAggregation) {

@@ -1,39 +1,29 @@
 // Bad input: odd header values (fake subchannels and a real channel), bad
 // service configs (each rejected with the field named), and an adversarial
 // flood of one key through one real channel (no backend above its bound).
-#include "src/grpc/internal_guard.h"
+// First: it includes the internal guard, then port_platform.h.
 // clang-format off
-#include <grpc/support/port_platform.h>
+#include "test/support/policy_fixture.h"
 // clang-format on
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdio>
-#include <map>
-#include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "harness.h"
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
-#include "test/core/client_channel/lb_policy/lb_policy_test_lib.h"
+#include "test/support/e2e_harness.h"
 
 namespace poise::hardening {
 namespace {
 
-using grpc_core::ChannelArgs;
-using grpc_core::ExecCtx;
 using grpc_core::Json;
-using grpc_core::LoadBalancingPolicy;
-using grpc_core::SubchannelKey;
-using PickResult = LoadBalancingPolicy::PickResult;
-using Picker = LoadBalancingPolicy::SubchannelPicker;
-using Tracker = LoadBalancingPolicy::SubchannelCallTrackerInterface;
+using namespace test_support;  // the shared e2e harness
 
 absl::Status ParseConfig(const std::string& policy, const std::string& body) {
   auto parsed =
@@ -184,98 +174,21 @@ TEST(BadConfig, ValidateServiceConfigNamesTheFieldToo) {
 // ---------------------------------------------------------------------------
 // Header values with fake subchannels
 
-class HeaderValueTest : public grpc_core::testing::LoadBalancingPolicyTest {
+class HeaderValueTest : public test_support::PolicyFixture {
  protected:
-  static constexpr int kBackends = 4;
+  HeaderValueTest() : PolicyFixture(541) {}
 
-  void SetUp() override {
-    for (int i = 0; i < kBackends; ++i) {
-      uris_.push_back(absl::StrCat("ipv4:127.0.0.1:", 541 + i));
-      identities_.push_back(absl::StrCat("127.0.0.1:", 541 + i));
-    }
-  }
-  void TearDown() override {
-    picker_.reset();
-    policy_.reset();
-  }
-
-  void Start(const std::string& name, const std::string& body,
-             std::vector<std::string> uris = {}) {
-    if (uris.empty()) uris = uris_;
-    label_ = absl::StrCat(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name(), "#",
-        ++made_);
-    auto helper = std::make_unique<FakeHelper>(this, work_serializer_);
-    helper_ = helper.get();
-    LoadBalancingPolicy::Args args = {
-        work_serializer_, std::move(helper),
-        ChannelArgs().Set(grpc_lb::kStatsLabelArg, label_)};
-    policy_ = grpc_core::CoreConfiguration::Get()
-                  .lb_policy_registry()
-                  .CreateLoadBalancingPolicy(name, std::move(args));
-    ASSERT_NE(policy_, nullptr);
-    LoadBalancingPolicy::UpdateArgs update;
-    update.addresses.emplace();
-    for (const auto& uri : uris)
-      update.addresses->emplace_back(MakeAddress(uri), ChannelArgs());
-    update.config = MakeConfig(*Json::Parse(
-        absl::StrCat(R"([{")", name, R"(":{"hashHeader":"x-session-id")",
-                     body.empty() ? "" : ",", body, "}}]")));
-    update_status_ = ApplyUpdate(std::move(update), policy_.get());
-    for (const auto& uri : uris) {
-      ExecCtx exec_ctx;
-      subchannel_pool_.find(SubchannelKey(MakeAddress(uri), ChannelArgs()))
-          ->second.SetConnectivityState(GRPC_CHANNEL_READY, absl::OkStatus());
-    }
-    if (ExecCtx::Get() != nullptr) ExecCtx::Get()->Flush();
-    while (auto event = helper_->GetEvent()) {
-      if (auto* u = absl::get_if<FakeHelper::StateUpdate>(&*event)) {
-        state_ = u->state;
-        picker_ = std::move(u->picker);
-      }
-    }
-  }
-
-  struct Picked {
-    PickResult result;
-    int backend = -1;
-    std::unique_ptr<Tracker> tracker;
-  };
-
-  Picked Pick(const std::string& key) {
-    ExecCtx exec_ctx;
-    FakeMetadata metadata({{kHeader, key}});
-    FakeCallState call_state;
-    Picked out{picker_->Pick({"/svc/method", &metadata, &call_state}), -1,
-               nullptr};
-    if (auto* c = absl::get_if<PickResult::Complete>(&out.result.result)) {
-      auto* sc =
-          static_cast<SubchannelState::FakeSubchannel*>(c->subchannel.get());
-      const std::string uri = *grpc_sockaddr_to_uri(&sc->address());
-      for (int i = 0; i < kBackends; ++i) {
-        if (uris_[static_cast<size_t>(i)] == uri) out.backend = i;
-      }
-      out.tracker = std::move(c->subchannel_call_tracker);
-    }
-    return out;
-  }
-
-  int Owner(const std::string& key) {
-    std::vector<Candidate> c;
-    for (const auto& id : identities_) c.push_back({id, 1, true});
-    return static_cast<int>(WeightedRendezvous::Pick(key, c).value());
+  // Starts `name` over every backend, all READY; keeps the update's status.
+  void Start(const std::string& name, const std::string& body) {
+    ASSERT_NO_FATAL_FAILURE(MakePolicy(name));
+    update_status_ = Update(Config(name, body), uris_);
+    for (int i = 0; i < kBackends; ++i) SetState(i, GRPC_CHANNEL_READY);
+    Drain();
   }
 
   uint64_t TotalInFlightHere() { return TotalInFlight(label_); }
 
-  std::vector<std::string> uris_;
-  std::vector<std::string> identities_;
-  std::string label_;
-  int made_ = 0;
   absl::Status update_status_;
-  grpc_core::OrphanablePtr<LoadBalancingPolicy> policy_;
-  grpc_connectivity_state state_ = GRPC_CHANNEL_IDLE;
-  std::unique_ptr<Picker> picker_;
 };
 
 TEST_F(HeaderValueTest, OddValuesRouteDeterministicallyToTheCoresOwner) {

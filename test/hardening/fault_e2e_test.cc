@@ -20,16 +20,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "harness.h"
 #include "src/core/ext/filters/client_channel/resolver/fake/fake_resolver.h"
 #include "src/core/lib/address_utils/parse_address.h"
 #include "src/core/lib/iomgr/exec_ctx.h"
 #include "src/core/lib/resolver/server_address.h"
+#include "test/support/e2e_harness.h"
 
 namespace poise::hardening {
 namespace {
 
 using grpc::StatusCode;
+using namespace test_support;  // the shared e2e harness
 
 constexpr int kThreads = 8;
 constexpr uint64_t kFactor = 150;

@@ -17,10 +17,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "harness.h"
+#include "test/support/e2e_harness.h"
 
 namespace poise::hardening {
 namespace {
+
+using namespace test_support;  // the shared e2e harness
 
 uint64_t RssBytes() {
   std::ifstream statm("/proc/self/statm");

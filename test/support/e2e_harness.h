@@ -1,7 +1,8 @@
-// Shared helpers of the hardening tests: a client on real local backends,
-// condition waits with deadlines, and the policy's live counters.
-#ifndef POISE_TEST_HARDENING_HARNESS_H_
-#define POISE_TEST_HARDENING_HARNESS_H_
+// Shared helpers of the end-to-end and hardening tests: a client on real
+// local backends, condition waits with deadlines, and the policy's live
+// counters. Include as "test/support/e2e_harness.h".
+#ifndef POISE_TEST_SUPPORT_E2E_HARNESS_H_
+#define POISE_TEST_SUPPORT_E2E_HARNESS_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -19,7 +20,7 @@
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
 
-namespace poise::hardening {
+namespace poise::test_support {
 
 inline constexpr char kHeader[] = "x-session-id";
 
@@ -46,6 +47,12 @@ struct CallOutcome {
   // Whether the call returned before its deadline (plus a scheduling
   // allowance): nothing may hang past its deadline.
   bool ended_in_time = true;
+
+  // The serving backend's id, or "error:<message>" when the call failed.
+  std::string ServedBy() const {
+    return status.ok() ? backend_id
+                       : absl::StrCat("error:", status.error_message());
+  }
 };
 
 class Client {
@@ -107,14 +114,15 @@ inline uint64_t TotalInFlight(const std::string& label) {
   return total;
 }
 
-// Polls `done` every 10 ms until it holds or `limit` passes.
+// Polls `done` every `poll` (10 ms) until it holds or `limit` passes.
 template <typename Condition>
 bool WaitFor(Condition done,
-             std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+             std::chrono::milliseconds limit = std::chrono::seconds(20),
+             std::chrono::milliseconds poll = std::chrono::milliseconds(10)) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!done()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(poll);
   }
   return true;
 }
@@ -142,6 +150,6 @@ inline uint64_t Bound(uint64_t factor, uint64_t c, uint64_t w, uint64_t total) {
   return (factor * c * w + 100 * total - 1) / (100 * total);
 }
 
-}  // namespace poise::hardening
+}  // namespace poise::test_support
 
-#endif  // POISE_TEST_HARDENING_HARNESS_H_
+#endif  // POISE_TEST_SUPPORT_E2E_HARNESS_H_
