@@ -284,21 +284,25 @@ TEST_F(RealChannelTest, EmptyAndLargeValuesEndWithAStatusAndNoLeak) {
   EXPECT_EQ(empty.backend_id, OwnerId(set_, ""));
   EXPECT_EQ(c.Call("").backend_id, empty.backend_id);
   // 64 KiB exceeds gRPC's default 16 KiB metadata limit: the call must end
-  // promptly with a status (the transport refuses it), never hang, and its
-  // in-flight slot must come back. Same key, same outcome.
+  // promptly with a status (the server's transport refuses it with
+  // RESOURCE_EXHAUSTED and closes that connection, so the next call may
+  // race the close and see UNAVAILABLE), never hang, and its in-flight slot
+  // must come back.
   const std::string big(64 * 1024, 'k');
   CallOptions options;
   options.deadline = std::chrono::seconds(10);
   const CallOutcome first = c.Call(big, options);
   const CallOutcome second = c.Call(big, options);
-  EXPECT_TRUE(first.ended_in_time);
-  EXPECT_EQ(first.status.error_code(), second.status.error_code());
-  EXPECT_NE(first.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
-      << first.status.error_message();
-  if (first.status.ok()) {
-    EXPECT_EQ(first.backend_id, OwnerId(set_, big));
-    EXPECT_EQ(second.backend_id, first.backend_id);
+  int refused = 0;
+  for (const CallOutcome* outcome : {&first, &second}) {
+    EXPECT_TRUE(outcome->ended_in_time);
+    const grpc::StatusCode code = outcome->status.error_code();
+    EXPECT_TRUE(code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                code == grpc::StatusCode::UNAVAILABLE)
+        << code << " " << outcome->status.error_message();
+    refused += code == grpc::StatusCode::RESOURCE_EXHAUSTED;
   }
+  EXPECT_GE(refused, 1);
   std::fprintf(stderr, "64 KiB header value: status %d (%s)\n",
                static_cast<int>(first.status.error_code()),
                first.status.error_message().c_str());
