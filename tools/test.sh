@@ -1,29 +1,39 @@
 #!/usr/bin/env bash
-# The README's test command: set up the machine, build everything, run the suite.
-#   tools/test.sh                 the full suite
-#   POISE_BUILD_DIR=dir           where to build (default: build)
-#   POISE_TEST_SANITIZERS=1       then also build and run the suite under
-#                                 ASan+UBSan in $POISE_ASAN_BUILD_DIR (default
-#                                 build-asan; benchmarks off). CI sets this.
-#   POISE_TEST_TSAN=1             then also the core and policy concurrency tests
-#                                 under TSan in build-tsan (manual; suppressions
-#                                 in test/tsan.supp)
+# The README's test command (and CI's): set up the machine, build, run.
+#   tools/test.sh           the full suite: a Release build (gcc) and its
+#                           tests, then an ASan+UBSan build (clang) of the
+#                           same tests plus 10-second runs of the libFuzzer
+#                           targets; about 10 minutes from scratch on 2 cores
+#   tools/test.sh --quick   the Release build and its tests only
+#   POISE_BUILD_DIR=dir     where the Release build goes (default: build)
+#   POISE_TEST_TSAN=1       then also the core and policy concurrency tests
+#                           under TSan in build-tsan (manual; suppressions in
+#                           test/tsan.supp)
 # See docs/reliability.md for what each mode covers and how long it takes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${POISE_BUILD_DIR:-$root/build}
 jobs=$(nproc)
 
+quick=0
+case "${1:-}" in
+  "") ;;
+  --quick) quick=1 ;;
+  *) echo "usage: tools/test.sh [--quick]" >&2; exit 2 ;;
+esac
+
 "$root/tools/setup.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release ${POISE_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j"$jobs"
 ctest --test-dir "$build" -j"$jobs" --output-on-failure --timeout 600
 
-if [[ "${POISE_TEST_SANITIZERS:-0}" == 1 ]]; then
-  asan=${POISE_ASAN_BUILD_DIR:-$root/build-asan}
-  echo "== ASan+UBSan suite in $asan"
-  cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DPOISE_SANITIZE=address -DPOISE_BUILD_BENCHMARKS=OFF >/dev/null
+if ((quick == 0)); then
+  # clang, so the same build also holds the libFuzzer targets (label fuzz).
+  asan=${POISE_SANITIZE_BUILD_DIR:-$root/build-sanitize}
+  echo "== ASan+UBSan suite and short fuzz runs in $asan"
+  CC=clang CXX=clang++ cmake -S "$root" -B "$asan" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPOISE_SANITIZE=address \
+    -DPOISE_BUILD_FUZZERS=ON -DPOISE_BUILD_BENCHMARKS=OFF >/dev/null
   cmake --build "$asan" -j"$jobs"
   # Leak checking stays on; gRPC's process-lifetime singletons are not leaks
   # LeakSanitizer reports (they stay reachable).

@@ -15,8 +15,8 @@ namespace poise::reference {
 
 inline uint64_t Fnv(const std::string& bytes) {
   uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : bytes) {
-    h ^= c;
+  for (char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
     h *= 0x100000001b3ULL;
   }
   return h;
@@ -108,6 +108,7 @@ inline std::optional<Decision> Decide(std::string_view key,
     total_load += backends[r.index].load;
     total_weight += backends[r.index].weight;
   }
+  if (total_weight == 0) return std::nullopt;  // Order() keeps weights > 0
   for (const Ranked& r : order) {
     const unsigned __int128 num = factor * (total_load + 1) * r.weight;
     const unsigned __int128 den = 100 * total_weight;

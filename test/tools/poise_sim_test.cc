@@ -219,7 +219,7 @@ TEST(PoiseSim, ColumnsAreConsistent) {
 TEST(PoiseSim, BoundedRendezvousNeverOverrunsWhenTheBoundFits) {
   const Tables t = RunDefault();
   int checked = 0;
-  for (uint64_t f : {100, 125, 150}) {
+  for (const uint64_t f : {uint64_t{100}, uint64_t{125}, uint64_t{150}}) {
     for (uint64_t load : kLoads) {
       if (f * load > 100 * kTotalCapacity) continue;
       const std::string rule = "bounded-rendezvous-" + std::to_string(f);
