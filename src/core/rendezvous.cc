@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "candidate_hash.h"
 #include "tournament.h"
 
 namespace poise {
@@ -29,59 +30,6 @@ Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index) {
 
 namespace {
 
-// z for candidates [begin, end), four independent FNV chains at a time: each
-// chain is a sequence of dependent multiplies, so interleaving four hides the
-// multiply latency. Over the bytes all four identities have, the chains run
-// in lockstep; the few bytes past the shortest one are applied with selects
-// rather than per-lane loops, whose varying trip counts mispredict. Same
-// arithmetic as KeyHash::Mixed, byte for byte (fast_path_test checks it).
-void HashRange(const KeyHash& key, const std::vector<Candidate>& candidates,
-               size_t begin, size_t end, uint64_t* z) {
-  // Ineligible candidates hash an empty identity (their z is never used);
-  // empty views point at a real byte so the select loop may read [0].
-  static constexpr char kPad[1] = {0};
-  const std::string_view empty(kPad, size_t{0});
-  // Lanes past `end` (a last, partial group of four) hash nothing and are
-  // not stored: still faster than finishing with one serial chain each.
-  auto id = [&](size_t i) {
-    if (i >= end) return empty;
-    const Candidate& c = candidates[i];
-    return c.IsEligible() && !c.identity.empty() ? c.identity : empty;
-  };
-  for (size_t i = begin; i < end; i += 4) {
-    const std::string_view a = id(i), b = id(i + 1), c = id(i + 2),
-                           d = id(i + 3);
-    uint64_t ha = key.state(), hb = ha, hc = ha, hd = ha;
-    const size_t common =
-        std::min(std::min(a.size(), b.size()), std::min(c.size(), d.size()));
-    const size_t longest =
-        std::max(std::max(a.size(), b.size()), std::max(c.size(), d.size()));
-    size_t j = 0;
-    for (; j < common; ++j) {
-      ha = Fnv1aUpdateByte(ha, static_cast<uint8_t>(a[j]));
-      hb = Fnv1aUpdateByte(hb, static_cast<uint8_t>(b[j]));
-      hc = Fnv1aUpdateByte(hc, static_cast<uint8_t>(c[j]));
-      hd = Fnv1aUpdateByte(hd, static_cast<uint8_t>(d[j]));
-    }
-    // A lane whose identity has ended keeps its state.
-    auto step = [](uint64_t h, std::string_view v, size_t at) {
-      const uint64_t next =
-          Fnv1aUpdateByte(h, static_cast<uint8_t>(v[at < v.size() ? at : 0]));
-      return at < v.size() ? next : h;
-    };
-    for (; j < longest; ++j) {
-      ha = step(ha, a, j);
-      hb = step(hb, b, j);
-      hc = step(hc, c, j);
-      hd = step(hd, d, j);
-    }
-    const uint64_t out[4] = {ha, hb, hc, hd};
-    for (size_t lane = 0; lane < 4 && i + lane < end; ++lane) {
-      z[i - begin + lane] = Mix64(Fnv1aUpdateByte(out[lane], 0xFF));
-    }
-  }
-}
-
 // The candidate list as RunTournament sees it; loads only when bounded.
 struct Field {
   const KeyHash& key;
@@ -95,7 +43,8 @@ struct Field {
   bool eligible(size_t i) const { return candidates[i].IsEligible(); }
   uint32_t weight(size_t i) const { return candidates[i].weight; }
   void Hash(size_t begin, size_t end, uint64_t* z) const {
-    HashRange(key, candidates, begin, end, z);
+    internal::HashCandidates(key.state(), candidates.data() + begin,
+                             end - begin, z);
   }
   uint64_t Z(size_t i) const { return key.Mixed(candidates[i].identity); }
   uint64_t load(size_t i) const { return loads[i]; }
