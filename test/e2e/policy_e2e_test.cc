@@ -181,13 +181,3 @@ TEST(PolicyE2E, InvalidConfigIsReportedWithTheField) {
 
 }  // namespace
 }  // namespace poise::grpc_lb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  const absl::Status registered = poise::grpc_lb::RegisterPolicies();
-  if (!registered.ok()) {
-    std::fprintf(stderr, "%s\n", registered.ToString().c_str());
-    return 1;
-  }
-  return RUN_ALL_TESTS();
-}

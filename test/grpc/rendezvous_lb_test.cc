@@ -419,13 +419,3 @@ TEST_F(RendezvousLbTest, ConfigIdentityAndWeightDriveTheHash) {
 
 }  // namespace
 }  // namespace poise::grpc_lb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  // Before grpc_init(): gRPC freezes its configuration at initialisation.
-  if (!poise::grpc_lb::RegisterPolicies().ok()) return 1;
-  grpc_init();
-  const int ret = RUN_ALL_TESTS();
-  grpc_shutdown();
-  return ret;
-}

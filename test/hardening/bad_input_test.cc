@@ -354,12 +354,3 @@ TEST_F(RealChannelTest, FloodOfOneKeyFromEightThreadsStaysWithinTheBound) {
 
 }  // namespace
 }  // namespace poise::hardening
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (!poise::grpc_lb::RegisterPolicies().ok()) return 1;
-  grpc_init();
-  const int ret = RUN_ALL_TESTS();
-  grpc_shutdown();
-  return ret;
-}

@@ -355,12 +355,3 @@ TEST(FaultE2E, AddressListChangedMidLoad) {
 
 }  // namespace
 }  // namespace poise::hardening
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (!poise::grpc_lb::RegisterPolicies().ok()) return 1;
-  grpc_init();
-  const int ret = RUN_ALL_TESTS();
-  grpc_shutdown();
-  return ret;
-}

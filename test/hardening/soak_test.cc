@@ -81,9 +81,3 @@ TEST(Soak, ManyCallsSteadyMemoryExactCounters) {
 
 }  // namespace
 }  // namespace poise::hardening
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (!poise::grpc_lb::RegisterPolicies().ok()) return 1;
-  return RUN_ALL_TESTS();
-}
