@@ -176,11 +176,6 @@ POISE_AVX512 void Block(uint64_t key_state, const Candidate* c, size_t count,
 
 }  // namespace
 
-// Below this many candidates the scalar kernel is faster: a vector block
-// costs about one vpmullq latency per identity byte whatever its width, while
-// the scalar chains are throughput-bound (measured, docs/bench-core.md).
-constexpr size_t kMinVectorRun = 16;
-
 POISE_AVX512 void HashCandidatesAvx512(uint64_t key_state, const Candidate* c,
                                        size_t n, uint64_t* z) {
   constexpr size_t kBlock = 8 * kLanes;
