@@ -151,6 +151,7 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
     for (const PickEntry& e : entries_) {
       all_.push_back(Candidate{e.identity, e.weight, true});
       ready_.push_back(Candidate{e.identity, e.weight, e.ready});
+      any_pending_ |= e.pending;
     }
   }
 
@@ -172,6 +173,12 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
     return PickResult::Drop(std::move(status));
   }
 
+  // Whether the key's owner among all backends is waiting for its first
+  // connection (then the key waits too, rather than land elsewhere).
+  bool OwnerIsPending(std::string_view key) const {
+    const Result<size_t> owner = WeightedRendezvous::Pick(key, all_);
+    return owner.ok() && entries_[owner.value()].pending;
+  }
   PickResult Complete(size_t index, bool spilled, InFlightGuard guard) const;
   PickResult PickUnbounded(std::string_view key, bool keyed);
   PickResult PickBounded(std::string_view key, bool keyed);
@@ -186,6 +193,10 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
   const std::vector<PickEntry> entries_;
   std::vector<Candidate> all_;    // every backend: who owns the key
   std::vector<Candidate> ready_;  // READY backends: who may serve it
+  // Whether some owner could make its keys wait. Without one, the owner's
+  // state never changes the answer (READY: it leads the READY order; failed:
+  // its keys go to their next READY choice), so the owner is not computed.
+  bool any_pending_ = false;
   std::shared_ptr<PolicyStats> stats_;
 };
 
@@ -235,11 +246,7 @@ RendezvousPicker::PickResult RendezvousPicker::PickUnbounded(
     std::string_view key, bool keyed) {
   // Rule: the owner over every backend decides. A pending owner holds its
   // keys (queue); a failed one passes them to their next READY choice.
-  if (keyed) {
-    const Result<size_t> owner = WeightedRendezvous::Pick(key, all_);
-    if (!owner.ok()) return Fail(RouteError(owner.error()));
-    if (entries_[owner.value()].pending) return PickResult::Queue();
-  }
+  if (keyed && any_pending_ && OwnerIsPending(key)) return PickResult::Queue();
   const Result<size_t> chosen = WeightedRendezvous::Pick(key, ready_);
   if (!chosen.ok()) return Fail(RouteError(chosen.error()));
   if (!track_load_) return Complete(chosen.value(), false, InFlightGuard());
@@ -254,11 +261,7 @@ RendezvousPicker::PickResult RendezvousPicker::PickUnbounded(
 
 RendezvousPicker::PickResult RendezvousPicker::PickBounded(std::string_view key,
                                                            bool keyed) {
-  if (keyed) {
-    const Result<size_t> owner = WeightedRendezvous::Pick(key, all_);
-    if (!owner.ok()) return Fail(RouteError(owner.error()));
-    if (entries_[owner.value()].pending) return PickResult::Queue();
-  }
+  if (keyed && any_pending_ && OwnerIsPending(key)) return PickResult::Queue();
   const Result<Decision> decision = bounded_.Decide(
       key, ready_,
       [this](size_t i) { return entries_[i].cell->in_flight.Load(); },
