@@ -34,51 +34,58 @@ namespace poise::internal {
 // bytes past the shortest one are applied with selects rather than per-lane
 // loops, whose varying trip counts mispredict. Same arithmetic as
 // KeyHash::Mixed, byte for byte.
-inline void HashCandidatesScalar(uint64_t key_state, const Candidate* c,
-                                 size_t n, uint64_t* z) {
+// One round of kL chains over c[i..i + kL) (lanes past n hash nothing and
+// are not stored).
+template <size_t kL>
+inline void HashRound(uint64_t key_state, const Candidate* c, size_t n,
+                      size_t i, uint64_t* z) {
   // Ineligible candidates hash an empty identity (their z is never used);
   // empty views point at a real byte so the select loop may read [0].
   static constexpr char kPad[1] = {0};
-  const std::string_view empty(kPad, size_t{0});
-  // Lanes past `n` (a last, partial group of four) hash nothing and are
-  // not stored: still faster than finishing with one serial chain each.
-  auto id = [&](size_t i) {
-    if (i >= n) return empty;
-    const Candidate& x = c[i];
-    return x.IsEligible() && !x.identity.empty() ? x.identity : empty;
-  };
-  for (size_t i = 0; i < n; i += 4) {
-    const std::string_view a = id(i), b = id(i + 1), cc = id(i + 2),
-                           d = id(i + 3);
-    uint64_t ha = key_state, hb = ha, hc = ha, hd = ha;
-    const size_t common =
-        std::min(std::min(a.size(), b.size()), std::min(cc.size(), d.size()));
-    const size_t longest =
-        std::max(std::max(a.size(), b.size()), std::max(cc.size(), d.size()));
-    size_t j = 0;
-    for (; j < common; ++j) {
-      ha = Fnv1aUpdateByte(ha, static_cast<uint8_t>(a[j]));
-      hb = Fnv1aUpdateByte(hb, static_cast<uint8_t>(b[j]));
-      hc = Fnv1aUpdateByte(hc, static_cast<uint8_t>(cc[j]));
-      hd = Fnv1aUpdateByte(hd, static_cast<uint8_t>(d[j]));
+  std::string_view v[kL];
+  uint64_t h[kL];
+  size_t common = SIZE_MAX, longest = 0;
+  for (size_t lane = 0; lane < kL; ++lane) {
+    v[lane] = std::string_view(kPad, size_t{0});
+    if (i + lane < n) {
+      const Candidate& x = c[i + lane];
+      if (x.IsEligible() && !x.identity.empty()) v[lane] = x.identity;
     }
-    // A lane whose identity has ended keeps its state.
-    auto step = [](uint64_t h, std::string_view v, size_t at) {
-      const uint64_t next =
-          Fnv1aUpdateByte(h, static_cast<uint8_t>(v[at < v.size() ? at : 0]));
-      return at < v.size() ? next : h;
-    };
-    for (; j < longest; ++j) {
-      ha = step(ha, a, j);
-      hb = step(hb, b, j);
-      hc = step(hc, cc, j);
-      hd = step(hd, d, j);
-    }
-    const uint64_t out[4] = {ha, hb, hc, hd};
-    for (size_t lane = 0; lane < 4 && i + lane < n; ++lane) {
-      z[i + lane] = Mix64(Fnv1aUpdateByte(out[lane], 0xFF));
+    h[lane] = key_state;
+    common = std::min(common, v[lane].size());
+    longest = std::max(longest, v[lane].size());
+  }
+  size_t j = 0;
+  for (; j < common; ++j) {
+    for (size_t lane = 0; lane < kL; ++lane) {
+      h[lane] = Fnv1aUpdateByte(h[lane], static_cast<uint8_t>(v[lane][j]));
     }
   }
+  // A lane whose identity has ended keeps its state.
+  for (; j < longest; ++j) {
+    for (size_t lane = 0; lane < kL; ++lane) {
+      const std::string_view x = v[lane];
+      const uint64_t next = Fnv1aUpdateByte(
+          h[lane], static_cast<uint8_t>(x[j < x.size() ? j : 0]));
+      h[lane] = j < x.size() ? next : h[lane];
+    }
+  }
+  for (size_t lane = 0; lane < kL && i + lane < n; ++lane) {
+    z[i + lane] = Mix64(Fnv1aUpdateByte(h[lane], 0xFF));
+  }
+}
+
+inline void HashCandidatesScalar(uint64_t key_state, const Candidate* c,
+                                 size_t n, uint64_t* z) {
+  size_t i = 0;
+  // Rounds of five where that saves a round of four (n = 5, 9, 10, 13..15).
+  const size_t fours = (n + 3) / 4;
+  const size_t fives = (n + 4) / 5;
+  if (n <= 15 && fives < fours) {
+    for (; i < n; i += 5) HashRound<5>(key_state, c, n, i, z);
+    return;
+  }
+  for (; i < n; i += 4) HashRound<4>(key_state, c, n, i, z);
 }
 
 // The same with AVX-512; call only when Avx512HashSupported().
