@@ -103,7 +103,7 @@ void BM_Unbounded(benchmark::State& state) {
   const Cluster c = MakeCluster(n, 0);
   const auto& keys = Keys();
   size_t k = 0;
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     auto r =
         poise::WeightedRendezvous::Pick(keys[k++ % kKeyPool], c.candidates);
     benchmark::DoNotOptimize(r);
@@ -127,7 +127,7 @@ void BM_Bounded(benchmark::State& state) {
   poise::DecisionScratch scratch;
   size_t k = 0;
   uint64_t spilled = 0;
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     auto d = policy.Decide(
         keys[k++ % kKeyPool], c.candidates,
         [&](size_t i) { return c.loads[i]; }, scratch);
@@ -152,13 +152,13 @@ Ring BuildRing(const std::vector<poise::Candidate>& candidates) {
   const size_t min_ring = std::max<size_t>(1024, candidates.size());
   Ring ring;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const size_t count = static_cast<size_t>(
+    const auto count = static_cast<size_t>(
         (min_ring * candidates[i].weight + total_weight - 1) / total_weight);
     uint64_t base = poise::Fnv1a(candidates[i].identity);
     for (size_t j = 0; j < count; ++j) {
-      ring.entries.push_back(
-          {poise::Mix64(poise::Fnv1aUpdate(base, "_" + std::to_string(j))),
-           static_cast<uint32_t>(i)});
+      ring.entries.emplace_back(
+          poise::Mix64(poise::Fnv1aUpdate(base, "_" + std::to_string(j))),
+          static_cast<uint32_t>(i));
     }
   }
   std::sort(ring.entries.begin(), ring.entries.end());
@@ -180,7 +180,7 @@ void BM_Ring(benchmark::State& state) {
   const Ring ring = BuildRing(c.candidates);
   const auto& keys = Keys();
   size_t k = 0;
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     benchmark::DoNotOptimize(RingPick(ring, keys[k++ % kKeyPool]));
   }
   state.counters["ring_entries"] = static_cast<double>(ring.entries.size());
@@ -196,7 +196,7 @@ void BM_ArgmaxFloor(benchmark::State& state) {
   std::vector<uint64_t> salts(kKeyPool);
   for (size_t k = 0; k < kKeyPool; ++k) salts[k] = poise::Fnv1a(Keys()[k]);
   size_t k = 0;
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     const uint64_t salt = salts[k++ % kKeyPool];
     size_t best = 0;
     uint64_t best_h = 0;
@@ -217,7 +217,7 @@ void BM_SnapshotBuild(benchmark::State& state) {
   const auto n = static_cast<size_t>(state.range(0));
   std::vector<std::string> ids;
   for (size_t i = 0; i < n; ++i) ids.push_back(Identity(i));
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     std::vector<poise::Candidate> candidates;
     std::vector<std::shared_ptr<poise::InFlightCounter>> counters;
     candidates.reserve(n);
@@ -233,7 +233,7 @@ void BM_SnapshotBuild(benchmark::State& state) {
 
 void BM_RingBuild(benchmark::State& state) {
   const Cluster c = MakeCluster(static_cast<size_t>(state.range(0)), 0);
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     Ring ring = BuildRing(c.candidates);
     benchmark::DoNotOptimize(ring.entries.data());
   }
@@ -245,7 +245,7 @@ std::shared_ptr<poise::InFlightCounter> g_shared =
     std::make_shared<poise::InFlightCounter>();
 
 void BM_InFlightSame(benchmark::State& state) {
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     auto guard = poise::InFlightGuard::TryAcquire(g_shared);
     benchmark::DoNotOptimize(guard.held());
   }
@@ -253,7 +253,7 @@ void BM_InFlightSame(benchmark::State& state) {
 
 void BM_InFlightSeparate(benchmark::State& state) {
   auto mine = std::make_shared<poise::InFlightCounter>();
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     auto guard = poise::InFlightGuard::TryAcquire(mine);
     benchmark::DoNotOptimize(guard.held());
   }

@@ -78,7 +78,7 @@ double ProcessCpuSeconds(pid_t pid) {
   std::string token;
   // After ")" comes field 3 (state); utime and stime are fields 14 and 15.
   for (int field = 3; field < 14; ++field) fields >> token;
-  unsigned long long utime = 0, stime = 0;
+  uint64_t utime = 0, stime = 0;
   fields >> utime >> stime;
   if (!fields) return -1;
   return static_cast<double>(utime + stime) /
@@ -243,6 +243,7 @@ void RunRound(Client& client, const std::vector<std::string>& keys, int threads,
     work(0);
   } else {
     std::vector<std::thread> pool;
+    pool.reserve(static_cast<size_t>(threads));
     for (int t = 0; t < threads; ++t) pool.emplace_back(work, t);
     for (auto& th : pool) th.join();
   }
@@ -396,10 +397,10 @@ int main(int argc, char** argv) {
     for (int p = 0; p < kPolicies; ++p) {
       const Totals& t = totals[static_cast<size_t>(p)];
       total_failures += t.failures;
-      const double calls = static_cast<double>(t.calls);
+      const auto calls = static_cast<double>(t.calls);
       const double ratio = (t.cpu / calls) / rr_cpu;
       if (p != kRoundRobin) {
-        const size_t pi = static_cast<size_t>(p);
+        const auto pi = static_cast<size_t>(p);
         worst_ratio[pi] = std::max(worst_ratio[pi], ratio);
         double lo = 1e9, hi = 0;
         for (size_t r = 0; r < t.cpu_per_call.size(); ++r) {
@@ -420,13 +421,14 @@ int main(int argc, char** argv) {
   }
 
   // Ceiling: one channel, many threads.
+  const uint64_t ceiling_calls = options.calls / 4 + 1;  // per thread per round
   std::printf(
       "\nceiling: one channel driven by %d threads, n = %zu, %llu calls per "
       "thread per round, %d interleaved rounds\n\n"
       "| policy | calls/s | client CPU µs/call | vs round_robin | spilled "
       "picks |\n|---|---:|---:|---:|---:|\n",
       options.threads, kCeilingN,
-      static_cast<unsigned long long>(options.calls / 4 + 1), options.rounds);
+      static_cast<unsigned long long>(ceiling_calls), options.rounds);
   std::fflush(stdout);
   {
     const size_t si = 1;  // kSizes[1] == kCeilingN
@@ -444,8 +446,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < options.rounds; ++r) {
       for (size_t j = 0; j < 2; ++j) {
         const size_t p = (static_cast<size_t>(r) + j) % 2;
-        RunRound(*clients[p], keys, options.threads, options.calls / 4 + 1,
-                 servers.pid, &key_cursor, &totals[p]);
+        RunRound(*clients[p], keys, options.threads, ceiling_calls, servers.pid,
+                 &key_cursor, &totals[p]);
       }
     }
     uint64_t picks1 = 0;
@@ -454,7 +456,7 @@ int main(int argc, char** argv) {
     for (size_t p = 0; p < 2; ++p) {
       const Totals& t = totals[p];
       total_failures += t.failures;
-      const double calls = static_cast<double>(t.calls);
+      const auto calls = static_cast<double>(t.calls);
       std::string spilled = "-";
       if (p == 0 && picks1 > picks0) {
         spilled =
@@ -469,7 +471,7 @@ int main(int argc, char** argv) {
   }
 
   auto verdict = [&](Policy p) {
-    const size_t pi = static_cast<size_t>(p);
+    const auto pi = static_cast<size_t>(p);
     if (options.rounds < 3) return "INCONCLUSIVE (fewer than 3 rounds)";
     if (some_n_failed[pi]) return "NOT MET";
     if (all_rounds_met[pi]) return "MET";

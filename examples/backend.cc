@@ -48,11 +48,10 @@ class Backend::Service final : public Echo::Service {
       const auto until = std::chrono::steady_clock::now() + sleep_for;
       for (;;) {
         if (context->IsCancelled()) {
-          return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+          return {grpc::StatusCode::CANCELLED, "cancelled"};
         }
         if (backend_->stopping_.load()) {
-          return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                              "backend stopping");
+          return {grpc::StatusCode::UNAVAILABLE, "backend stopping"};
         }
         const auto now = std::chrono::steady_clock::now();
         if (now >= until) break;
@@ -62,9 +61,8 @@ class Backend::Service final : public Echo::Service {
       }
     }
     if (request.fail() || backend_->fail_.load()) {
-      return grpc::Status(
-          grpc::StatusCode::UNAVAILABLE,
-          absl::StrCat("backend ", backend_->id_, " fails on purpose"));
+      return {grpc::StatusCode::UNAVAILABLE,
+              absl::StrCat("backend ", backend_->id_, " fails on purpose")};
     }
     reply->set_backend_id(backend_->id_);
     reply->set_payload(request.payload());

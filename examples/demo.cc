@@ -132,7 +132,7 @@ int ParseOptions(int argc, char** argv, Options* opt) {
     } else if (arg == "--weights") {
       opt->weights.clear();
       for (absl::string_view part : absl::StrSplit(value, ',')) {
-        if (!ParseUint(std::string(part), 1, 1000000, &n)) {
+        if (!ParseUint(std::string{part}, 1, 1000000, &n)) {
           return Usage("bad --weights (positive integers, comma-separated)");
         }
         opt->weights.push_back(n);
@@ -803,7 +803,7 @@ void PrintJson(const Options& opt, const BackendSet& set,
   }
   absl::StrAppend(&out, "\"backends\":[", absl::StrJoin(backends, ","), "]");
   absl::StrAppend(
-      &out, ",\"workload\":{\"keys\":", opt.keys,
+      &out, R"(,"workload":{"keys":)", opt.keys,
       ",\"hot_key\":", JsonString(kHotKey), ",\"hot_share\":", kHotShare,
       ",\"zipf_exponent\":", kZipfExponent, ",\"seed\":", kSeed,
       ",\"concurrency\":", opt.concurrency, ",\"delay_ms\":", opt.delay_ms,
@@ -860,7 +860,7 @@ void PrintJson(const Options& opt, const BackendSet& set,
         to.push_back(
             absl::StrCat(JsonString(r.rows[b].id), ":", s.moved_to[b]));
       }
-      absl::StrAppend(&p, ",\"stop\":{\"backend\":", JsonString(s.backend),
+      absl::StrAppend(&p, R"(,"stop":{"backend":)", JsonString(s.backend),
                       ",\"weight\":", s.weight,
                       ",\"settle_s\":", kSettleSeconds,
                       ",\"after_s\":", s.after_seconds,

@@ -13,7 +13,7 @@
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
+void OnSignal(int /*signal*/) { g_stop = 1; }
 
 int Usage() {
   std::fprintf(stderr, "usage: poise-example-server [--port N] [--id ID]\n");
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     const char* value = argv[++i];
     if (arg == "--port") {
       char* end = nullptr;
-      const long parsed = std::strtol(value, &end, 10);
+      const auto parsed = std::strtol(value, &end, 10);
       if (*value == '\0' || *end != '\0' || parsed < 0 || parsed > 65535) {
         return Usage();
       }

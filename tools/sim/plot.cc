@@ -13,7 +13,9 @@
 
 #include "report.h"
 
-extern char** environ;
+// POSIX has the application declare environ; glibc's <unistd.h> declares it
+// only under _GNU_SOURCE.
+extern char** environ;  // NOLINT(readability-redundant-declaration)
 
 namespace poise_sim {
 namespace {

@@ -10,8 +10,9 @@ namespace {
 // widen it so the numeric columns stay aligned.
 int RuleWidth(const Report& report) {
   size_t width = 19;
-  for (const LoadRow& row : report.rows)
+  for (const LoadRow& row : report.rows) {
     width = std::max(width, row.rule.size());
+  }
   for (const MovedRow& row : report.moved) {
     width = std::max(width, row.rule.size());
   }

@@ -49,12 +49,12 @@ size_t LeastLoaded(const std::vector<Subject>& subjects,
   for (size_t i = 1; i < subjects.size(); ++i) {
     const Subject& s = subjects[i];
     const Subject& b = subjects[best];
-    if (LessLoaded(share[i], s.capacity, share[best], b.capacity)) {
-      best = i;
-    } else if (!LessLoaded(share[best], b.capacity, share[i], s.capacity) &&
-               s.no < b.no) {
-      best = i;  // equal ratios: the lower-numbered subject (TM11)
-    }
+    const bool less = LessLoaded(share[i], s.capacity, share[best], b.capacity);
+    // Equal ratios: the lower-numbered subject wins (TM11).
+    const bool tie_won =
+        !less && !LessLoaded(share[best], b.capacity, share[i], s.capacity) &&
+        s.no < b.no;
+    if (less || tie_won) best = i;
   }
   return best;
 }
