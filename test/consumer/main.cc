@@ -15,7 +15,8 @@ namespace {
 class EchoService final : public poise::example::Echo::Service {
  public:
   explicit EchoService(std::string id) : id_(std::move(id)) {}
-  grpc::Status Echo(grpc::ServerContext*, const poise::example::EchoRequest*,
+  grpc::Status Echo(grpc::ServerContext* /*context*/,
+                    const poise::example::EchoRequest* /*request*/,
                     poise::example::EchoReply* reply) override {
     reply->set_backend_id(id_);
     return grpc::Status::OK;
@@ -27,6 +28,9 @@ class EchoService final : public poise::example::Echo::Service {
 
 }  // namespace
 
+// Result::value() (std::get) throws only if the pick failed; terminating on
+// that uncaught exception fails the test, as it should.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 int main() {
   if (absl::Status s = poise::grpc_lb::RegisterPolicies(); !s.ok()) {
     std::fprintf(stderr, "RegisterPolicies: %s\n", s.ToString().c_str());
@@ -69,6 +73,7 @@ int main() {
     return 1;
   }
   std::vector<poise::Candidate> candidates;
+  candidates.reserve(addresses.size());
   for (const auto& a : addresses) candidates.push_back({a, 1, true});
   const size_t owner =
       poise::WeightedRendezvous::Pick("customer-42", candidates).value();

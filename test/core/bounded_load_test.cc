@@ -138,8 +138,10 @@ TEST(BoundedLoad, ClosedLoopNeverExceedsCapacity) {
   for (const auto& weights : weight_sets) {
     for (uint32_t factor : {100u, 125u, 150u, 200u}) {
       std::vector<reference::Backend> b;
-      for (uint32_t w : weights)
+      b.reserve(weights.size());
+      for (uint32_t w : weights) {
         b.push_back({"s" + std::to_string(b.size()), w});
+      }
       std::mt19937 rng(factor);
       for (int request = 0; request < 3000; ++request) {
         // Half the traffic is one hot key.
@@ -160,6 +162,7 @@ TEST(BoundedLoad, ClosedLoopNeverExceedsCapacity) {
 TEST(BoundedLoad, FactorOneHundredIsProportionalWithinFloorAndCeil) {
   const std::vector<uint32_t> weights = {1, 2, 3, 4};  // W = 10
   std::vector<reference::Backend> b;
+  b.reserve(weights.size());
   for (uint32_t w : weights) b.push_back({"p" + std::to_string(b.size()), w});
   DecisionScratch scratch;
   for (int placed = 0; placed < 1000; ++placed) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstddef>
 #include <map>
 #include <random>
 #include <string>
@@ -63,8 +64,11 @@ TEST(WeightedRendezvous, EqualWeightsAreOrdinaryRendezvous) {
   for (uint32_t weight : {1u, 7u, 4294967295u}) {
     std::vector<Candidate> c;
     std::vector<std::string> ids;
-    for (int i = 0; i < 16; ++i)
+    ids.reserve(16);
+    for (int i = 0; i < 16; ++i) {
       ids.push_back("10.0.0." + std::to_string(i) + ":443");
+    }
+    c.reserve(ids.size());
     for (const auto& id : ids) c.push_back({id, weight});
     for (int k = 0; k < 200000 / 3; ++k) {
       const std::string key = "session-" + std::to_string(k);
@@ -93,7 +97,7 @@ TEST(WeightedRendezvous, RemovingANonOwnerNeverMovesAKey) {
   const auto all = View(b);
   for (size_t removed = 0; removed < b.size(); ++removed) {
     auto fewer = b;
-    fewer.erase(fewer.begin() + static_cast<long>(removed));
+    fewer.erase(fewer.begin() + static_cast<std::ptrdiff_t>(removed));
     const auto rest = View(fewer);
     for (int k = 0; k < 20000; ++k) {
       const std::string key = std::to_string(k);

@@ -23,7 +23,14 @@ namespace poise::grpc_lb {
 namespace {
 
 using example::BackendSet;
-using namespace test_support;  // the shared e2e harness
+// The shared e2e harness.
+using test_support::CallOptions;
+using test_support::Candidates;
+using test_support::Client;
+using test_support::kHeader;
+using test_support::LbConfig;
+using test_support::StatsFor;
+using test_support::WaitFor;
 
 // These tests' calls: wait for ready, 20 s deadline.
 CallOptions Calling(uint32_t delay_ms = 0) {
@@ -62,11 +69,12 @@ TEST(PolicyE2E, SameKeySameServerOnTwoChannelsMatchingTheCoreAndExplain) {
   ASSERT_NE(pipe, nullptr);
   char buffer[8192];
   std::string output;
-  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe))
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) {
     output.append(buffer, n);
+  }
   ASSERT_EQ(pclose(pipe), 0);
   const std::string owner = Served(a, "user-7");
-  const size_t index = static_cast<size_t>(set.IndexOf(owner));
+  const auto index = static_cast<size_t>(set.IndexOf(owner));
   EXPECT_NE(output.find(absl::StrCat("\"affinity\":\"", ids[index], "\"")),
             std::string::npos)
       << output;
@@ -106,8 +114,9 @@ TEST(PolicyE2E, HotKeySpreadsWithinItsBoundAndCountersDrain) {
            LbConfig("bounded_load_rendezvous",
                     absl::StrCat(R"("balanceFactorPercent":)", kFactor)),
            "hot");
-  ASSERT_EQ(Served(c, "warm-up").rfind("b", 0), 0u);
+  ASSERT_EQ(Served(c, "warm-up").rfind('b', 0), 0u);
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   std::atomic<int> errors{0};
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
@@ -151,13 +160,13 @@ TEST(PolicyE2E, StoppingABackendMovesOnlyItsKeysAndRestartingMovesThemBack) {
     if (before[k] == stopped) probe = k;
   }
   ASSERT_FALSE(probe.empty());
-  ASSERT_TRUE(WaitFor([&] { return Served(c, probe).rfind("b", 0) == 0; },
+  ASSERT_TRUE(WaitFor([&] { return Served(c, probe).rfind('b', 0) == 0; },
                       std::chrono::seconds(20), kPoll));
   for (const auto& k : keys) {
     const std::string now = Served(c, k);
     if (before[k] == stopped) {
       EXPECT_NE(now, stopped) << k;
-      EXPECT_EQ(now.rfind("b", 0), 0u) << k << " " << now;
+      EXPECT_EQ(now.rfind('b', 0), 0u) << k << " " << now;
     } else {
       EXPECT_EQ(now, before[k]) << k;  // nobody else's key moved
     }
@@ -166,8 +175,9 @@ TEST(PolicyE2E, StoppingABackendMovesOnlyItsKeysAndRestartingMovesThemBack) {
   ASSERT_TRUE(WaitFor([&] { return Served(c, probe) == stopped; },
                       std::chrono::seconds(30), kPoll));
   for (const auto& k : keys) EXPECT_EQ(Served(c, k), before[k]) << k;
-  for (const BackendStats& b : StatsFor("stop").backends)
+  for (const BackendStats& b : StatsFor("stop").backends) {
     EXPECT_EQ(b.in_flight, 0u);
+  }
 }
 
 TEST(PolicyE2E, InvalidConfigIsReportedWithTheField) {

@@ -35,10 +35,10 @@ namespace {
       std::abort();                                                           \
     }                                                                         \
   } while (0)
-void NoLog(gpr_log_func_args*) {}
+void NoLog(gpr_log_func_args* /*args*/) {}
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   gpr_set_log_function(NoLog);
   if (!poise::grpc_lb::RegisterPolicies().ok()) std::abort();
   grpc_init();

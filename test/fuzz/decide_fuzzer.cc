@@ -54,7 +54,7 @@ class Reader {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Reader in(data, size);
-  const uint32_t factor = static_cast<uint32_t>(in.Bytes(4));
+  const auto factor = static_cast<uint32_t>(in.Bytes(4));
   const size_t n = in.Byte() % 17;
   std::vector<std::string> ids(n);
   std::vector<poise::Candidate> candidates(n);

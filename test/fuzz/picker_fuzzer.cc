@@ -39,7 +39,7 @@ using PickResult = LoadBalancingPolicy::PickResult;
       std::abort();                                                           \
     }                                                                         \
   } while (0)
-void NoLog(gpr_log_func_args*) {}
+void NoLog(gpr_log_func_args* /*args*/) {}
 
 constexpr int kBackends = 4;
 
@@ -65,8 +65,9 @@ class Harness final : public grpc_core::testing::LoadBalancingPolicyTest {
     Check(policy_ != nullptr);
     LoadBalancingPolicy::UpdateArgs update;
     update.addresses.emplace();
-    for (const auto& uri : uris_)
+    for (const auto& uri : uris_) {
       update.addresses->emplace_back(MakeAddress(uri), ChannelArgs());
+    }
     update.config = MakeConfig(*grpc_core::Json::Parse(
         R"([{"bounded_load_rendezvous":{"hashHeader":"x-session-id"}}])"));
     Check(ApplyUpdate(std::move(update), policy_.get()).ok());
@@ -126,7 +127,7 @@ Harness* harness = nullptr;
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   gpr_set_log_function(NoLog);
   if (!poise::grpc_lb::RegisterPolicies().ok()) std::abort();
   grpc_init();

@@ -70,7 +70,7 @@ TEST(RendezvousConfig, EachRuleNamesItsField) {
       {R"({"hashHeader":"k","defaultWeight":0})",
        "field:defaultWeight error:must be at least 1"},
       {R"({"hashHeader":"k","missingKey":"DROP"})",
-       "field:missingKey error:must be \"RANDOM\" or \"FAIL\""},
+       R"(field:missingKey error:must be "RANDOM" or "FAIL")"},
       {R"({"hashHeader":"k","maxInFlightPerBackend":0})",
        "field:maxInFlightPerBackend error:must be at least 1"},
       {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","weight":0}]})",
@@ -173,8 +173,10 @@ class RendezvousLbTest : public test_support::PolicyFixture {
       for (int i = 0; i < kBackends; ++i) eligible.push_back(i);
     }
     std::vector<Candidate> candidates;
-    for (int i : eligible)
+    candidates.reserve(eligible.size());
+    for (int i : eligible) {
       candidates.push_back({identities_[static_cast<size_t>(i)], 1, true});
+    }
     std::vector<int> order;
     const Result<std::vector<Rank>> ranking =
         WeightedRendezvous::Ranking(key, candidates);
@@ -194,8 +196,9 @@ class RendezvousLbTest : public test_support::PolicyFixture {
 
   uint64_t InFlight(int backend) {
     for (const BackendStats& b : Stats().backends) {
-      if (b.identity == identities_[static_cast<size_t>(backend)])
+      if (b.identity == identities_[static_cast<size_t>(backend)]) {
         return b.in_flight;
+      }
     }
     return UINT64_MAX;
   }
@@ -388,8 +391,9 @@ TEST_F(RendezvousLbTest, HardLimitFailsFastWithResourceExhausted) {
     EXPECT_NE(drop->status.message().find("maxInFlightPerBackend (2"),
               std::string::npos)
         << drop->status;
-    for (auto& p : held)
+    for (auto& p : held) {
       p.tracker->Finish({absl::OkStatus(), nullptr, nullptr});
+    }
     for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 0u);
     held.clear();
     TearDown();

@@ -23,7 +23,17 @@ namespace poise::hardening {
 namespace {
 
 using grpc_core::Json;
-using namespace test_support;  // the shared e2e harness
+// The shared e2e harness.
+using test_support::Bound;
+using test_support::CallOptions;
+using test_support::CallOutcome;
+using test_support::Client;
+using test_support::kHeader;
+using test_support::LbConfig;
+using test_support::OwnerId;
+using test_support::StatsFor;
+using test_support::TotalInFlight;
+using test_support::WaitFor;
 
 absl::Status ParseConfig(const std::string& policy, const std::string& body) {
   auto parsed =
@@ -195,9 +205,9 @@ TEST_F(HeaderValueTest, OddValuesRouteDeterministicallyToTheCoresOwner) {
   std::string non_utf8;
   for (int b = 0; b < 256; ++b) non_utf8.push_back(static_cast<char>(b));
   const std::vector<std::string> keys = {
-      "",                           // empty: a key like any other
-      std::string(64 * 1024, 'k'),  // 64 KiB
-      std::string(64 * 1024, '\xff'),
+      "",                                   // empty: a key like any other
+      std::string(size_t{64} * 1024, 'k'),  // 64 KiB
+      std::string(size_t{64} * 1024, '\xff'),
       non_utf8,
       "\xc3\x28\xa0\xa1",  // invalid UTF-8 sequences
       std::string("a\0b", 3),
@@ -236,13 +246,13 @@ TEST_F(HeaderValueTest,
        DefaultWeightOverflowAcrossResolverAddressesNamesTheField) {
   Start("bounded_load_rendezvous", R"("defaultWeight":2147483648)");
   std::string message;
-  if (!update_status_.ok()) message = std::string(update_status_.message());
+  if (!update_status_.ok()) message = std::string{update_status_.message()};
   if (picker_ != nullptr && message.empty()) {
     Picked p = Pick("k");
     if (auto* drop = absl::get_if<PickResult::Drop>(&p.result.result)) {
-      message = std::string(drop->status.message());
+      message = std::string{drop->status.message()};
     } else if (auto* fail = absl::get_if<PickResult::Fail>(&p.result.result)) {
-      message = std::string(fail->status.message());
+      message = std::string{fail->status.message()};
     } else {
       return;  // routed: handled (e.g. weights scaled down)
     }
@@ -288,7 +298,7 @@ TEST_F(RealChannelTest, EmptyAndLargeValuesEndWithAStatusAndNoLeak) {
   // RESOURCE_EXHAUSTED and closes that connection, so the next call may
   // race the close and see UNAVAILABLE), never hang, and its in-flight slot
   // must come back.
-  const std::string big(64 * 1024, 'k');
+  const std::string big(size_t{64} * 1024, 'k');
   CallOptions options;
   options.deadline = std::chrono::seconds(10);
   const CallOutcome first = c.Call(big, options);
@@ -323,6 +333,7 @@ TEST_F(RealChannelTest, FloodOfOneKeyFromEightThreadsStaysWithinTheBound) {
   ASSERT_TRUE(c.Call("warm-up").status.ok());
   std::atomic<int> errors{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       CallOptions options;

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -30,7 +31,17 @@ namespace poise::hardening {
 namespace {
 
 using grpc::StatusCode;
-using namespace test_support;  // the shared e2e harness
+// The shared e2e harness.
+using test_support::Bound;
+using test_support::CallOptions;
+using test_support::CallOutcome;
+using test_support::Client;
+using test_support::kHeader;
+using test_support::LbConfig;
+using test_support::OwnerId;
+using test_support::StatsFor;
+using test_support::TotalInFlight;
+using test_support::WaitFor;
 
 constexpr int kThreads = 8;
 constexpr uint64_t kFactor = 150;
@@ -110,6 +121,7 @@ class Load {
 
 std::vector<std::string> Keys(const std::string& prefix, int n) {
   std::vector<std::string> keys;
+  keys.reserve(static_cast<size_t>(std::max(n, 0)));
   for (int k = 0; k < n; ++k) keys.push_back(absl::StrCat(prefix, k));
   return keys;
 }
@@ -257,7 +269,7 @@ TEST(FaultE2E, ClientCancellationsMidCall) {
   // A cancelled call keeps its slot until gRPC destroys the call, which can
   // be after TryCancel() has returned CANCELLED to the thread and it started
   // its next call: the policy may see up to one such call per thread more.
-  ExpectDrainedAndBounded("cancel", 3, 2 * kThreads);
+  ExpectDrainedAndBounded("cancel", 3, 2 * static_cast<uint64_t>(kThreads));
   ExpectKeysAtOwners(c, set, keys);
 }
 
@@ -298,8 +310,10 @@ std::string OwnerAmong(const example::BackendSet& set,
                        const std::vector<size_t>& which,
                        const std::string& key) {
   std::vector<std::string> ids;
+  ids.reserve(which.size());
   for (size_t i : which) ids.push_back(set.backend(i).address());
   std::vector<Candidate> candidates;
+  candidates.reserve(ids.size());
   for (const auto& id : ids) candidates.push_back({id, 1, true});
   return set.backend(which[WeightedRendezvous::Pick(key, candidates).value()])
       .id();

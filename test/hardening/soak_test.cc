@@ -22,7 +22,13 @@
 namespace poise::hardening {
 namespace {
 
-using namespace test_support;  // the shared e2e harness
+// The shared e2e harness.
+using test_support::CallOutcome;
+using test_support::Client;
+using test_support::LbConfig;
+using test_support::StatsFor;
+using test_support::TotalInFlight;
+using test_support::WaitFor;
 
 uint64_t RssBytes() {
   std::ifstream statm("/proc/self/statm");
@@ -61,6 +67,7 @@ TEST(Soak, ManyCallsSteadyMemoryExactCounters) {
     }
   };
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
   const uint64_t end_rss = RssBytes();

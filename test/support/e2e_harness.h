@@ -131,8 +131,9 @@ bool WaitFor(Condition done,
 inline std::vector<Candidate> Candidates(const example::BackendSet& set,
                                          std::vector<std::string>* storage) {
   storage->clear();
-  for (size_t i = 0; i < set.size(); ++i)
+  for (size_t i = 0; i < set.size(); ++i) {
     storage->push_back(set.backend(i).address());
+  }
   std::vector<Candidate> out;
   for (const auto& id : *storage) out.push_back({id, 1, true});
   return out;

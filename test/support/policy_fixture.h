@@ -84,12 +84,12 @@ class PolicyFixture : public grpc_core::testing::LoadBalancingPolicyTest {
 
   // The policy's config: hashHeader kHeader plus `body` (JSON members).
   static std::string Config(const std::string& name, const std::string& body) {
-    return absl::StrCat("[{\"", name, "\":{\"hashHeader\":\"", kHeader, "\"",
+    return absl::StrCat("[{\"", name, R"(":{"hashHeader":")", kHeader, "\"",
                         body.empty() ? "" : ",", body, "}}]");
   }
 
   void SetState(int backend, grpc_connectivity_state state,
-                absl::Status status = absl::OkStatus()) {
+                const absl::Status& status = absl::OkStatus()) {
     ExecCtx exec_ctx;
     auto it = subchannel_pool_.find(SubchannelKey(
         MakeAddress(uris_[static_cast<size_t>(backend)]), ChannelArgs()));

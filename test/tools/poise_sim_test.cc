@@ -205,7 +205,7 @@ TEST(PoiseSim, EveryRuleButProportionalPlacesEveryUnit) {
 TEST(PoiseSim, ColumnsAreConsistent) {
   const Tables t = RunDefault();
   for (const auto& [key, c] : t.rows) {
-    const int64_t placed = static_cast<int64_t>(key.second - c[3]);
+    const auto placed = static_cast<int64_t>(key.second - c[3]);
     EXPECT_EQ(static_cast<int64_t>(c[2]) - static_cast<int64_t>(c[1]),
               static_cast<int64_t>(kTotalCapacity) - placed)
         << key.first << " " << key.second;
