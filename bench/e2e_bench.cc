@@ -381,7 +381,7 @@ int main(int argc, char** argv) {
     for (int p = 0; p < kPolicies; ++p) {
       clients.push_back(std::make_unique<Client>(
           servers.targets[si], static_cast<Policy>(p),
-          absl::StrCat("e2e-", kPolicyNames[p], "-", n)));
+          absl::StrCat("e2e-", kPolicyNames[static_cast<size_t>(p)], "-", n)));
       Warmup(*clients.back(), keys, n);
     }
     std::array<Totals, kPolicies> totals;
@@ -412,8 +412,8 @@ int main(int argc, char** argv) {
         if (lo > 1.02) some_n_failed[pi] = true;
       }
       std::printf("| %zu | %s | %.0f | %.1f | %s | %s | %.1f |\n", n,
-                  kPolicyNames[p], calls / t.wall, 1e6 * t.cpu / calls,
-                  Fmt("%.3f", ratio).c_str(),
+                  kPolicyNames[static_cast<size_t>(p)], calls / t.wall,
+                  1e6 * t.cpu / calls, Fmt("%.3f", ratio).c_str(),
                   p == kRoundRobin ? "-" : RatioRange(t, rr).c_str(),
                   1e6 * t.server_cpu / calls);
     }
