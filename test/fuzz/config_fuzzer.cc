@@ -24,17 +24,9 @@
 #include "src/core/lib/json/json.h"
 #include "src/core/lib/load_balancing/lb_policy_registry.h"
 #include "src/grpc/rendezvous_config.h"
+#include "test/fuzz/fuzz_check.h"
 
 namespace {
-// Aborts (a libFuzzer crash) naming the failed invariant.
-#define Check(cond)                                                           \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      std::fprintf(stderr, "invariant failed: %s (%s:%d)\n", #cond, __FILE__, \
-                   __LINE__);                                                 \
-      std::abort();                                                           \
-    }                                                                         \
-  } while (0)
 void NoLog(gpr_log_func_args* /*args*/) {}
 }  // namespace
 
@@ -61,32 +53,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto registry = grpc_core::CoreConfiguration::Get()
                               .lb_policy_registry()
                               .ParseLoadBalancingConfig(*wrapped);
-    Check(registry.ok() == parsed.ok());
+    FUZZ_CHECK(registry.ok() == parsed.ok());
   }
   if (!parsed.ok()) {
     const std::string message(parsed.status().message());
-    Check(parsed.status().code() == absl::StatusCode::kInvalidArgument);
-    Check(absl::StartsWith(message, absl::StrCat("errors validating ", name,
-                                                 " LB policy config")));
-    Check(absl::StrContains(message, "field:"));
+    FUZZ_CHECK(parsed.status().code() == absl::StatusCode::kInvalidArgument);
+    FUZZ_CHECK(absl::StartsWith(
+        message,
+        absl::StrCat("errors validating ", name, " LB policy config")));
+    FUZZ_CHECK(absl::StrContains(message, "field:"));
     return 0;
   }
   const poise::grpc_lb::RendezvousConfig& c = *parsed;
-  Check(c.bounded == bounded);
-  Check(!c.hash_header.empty());
+  FUZZ_CHECK(c.bounded == bounded);
+  FUZZ_CHECK(!c.hash_header.empty());
   for (char ch : c.hash_header) {
-    Check((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
-          ch == '_' || ch == '.');
+    FUZZ_CHECK((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+               ch == '-' || ch == '_' || ch == '.');
   }
-  Check(!absl::StartsWith(c.hash_header, "grpc-"));
-  Check(c.balance_factor_percent >= 100);
-  Check(c.default_weight >= 1);
+  FUZZ_CHECK(!absl::StartsWith(c.hash_header, "grpc-"));
+  FUZZ_CHECK(c.balance_factor_percent >= 100);
+  FUZZ_CHECK(c.default_weight >= 1);
   uint64_t sum = 0;
   for (const auto& e : c.endpoints) {
-    Check(!e.weight.has_value() || *e.weight >= 1);
-    Check(!e.identity.has_value() || !e.identity->empty());
+    FUZZ_CHECK(!e.weight.has_value() || *e.weight >= 1);
+    FUZZ_CHECK(!e.identity.has_value() || !e.identity->empty());
     sum += e.weight.value_or(c.default_weight);
   }
-  Check(sum <= UINT32_MAX);
+  FUZZ_CHECK(sum <= UINT32_MAX);
   return 0;
 }

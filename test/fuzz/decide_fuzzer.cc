@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "poise/rendezvous.h"
+#include "test/fuzz/fuzz_check.h"
 
 namespace {
 
@@ -39,16 +40,6 @@ class Reader {
   size_t size_;
   size_t pos_ = 0;
 };
-
-// Aborts (a libFuzzer crash) naming the failed invariant.
-#define Check(cond)                                                           \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      std::fprintf(stderr, "invariant failed: %s (%s:%d)\n", #cond, __FILE__, \
-                   __LINE__);                                                 \
-      std::abort();                                                           \
-    }                                                                         \
-  } while (0)
 
 }  // namespace
 
@@ -79,10 +70,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto policy = poise::BoundedLoadRendezvous::Create(factor);
   if (factor < poise::BoundedLoadRendezvous::kMinFactorPercent) {
-    Check(!policy.has_value());
+    FUZZ_CHECK(!policy.has_value());
     return 0;
   }
-  Check(policy.has_value());
+  FUZZ_CHECK(policy.has_value());
 
   uint64_t total_weight = 0;
   uint64_t total_load = 0;
@@ -109,53 +100,55 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Loads are sampled exactly once for every eligible candidate, never for
   // ineligible ones.
   for (size_t i = 0; i < n; ++i) {
-    Check(sampled[i] == (candidates[i].IsEligible() ? 1 : 0));
+    FUZZ_CHECK(sampled[i] == (candidates[i].IsEligible() ? 1 : 0));
   }
   const auto owner = poise::WeightedRendezvous::Pick(key, candidates);
 
   if (n == 0) {
-    Check(!result.ok() && result.error() == poise::PickError::kEmpty);
+    FUZZ_CHECK(!result.ok() && result.error() == poise::PickError::kEmpty);
     return 0;
   }
   if (eligible == 0) {
-    Check(!result.ok() &&
-          result.error() == poise::PickError::kNoEligibleCandidates);
+    FUZZ_CHECK(!result.ok() &&
+               result.error() == poise::PickError::kNoEligibleCandidates);
     return 0;
   }
   if (total_weight > UINT32_MAX) {
-    Check(!result.ok() && result.error() == poise::PickError::kWeightOverflow);
+    FUZZ_CHECK(!result.ok() &&
+               result.error() == poise::PickError::kWeightOverflow);
     // WeightedRendezvous::Pick needs no weight sum and still answers.
     return 0;
   }
   if (load_past) {
-    Check(!result.ok() && result.error() == poise::PickError::kLoadOverflow);
+    FUZZ_CHECK(!result.ok() &&
+               result.error() == poise::PickError::kLoadOverflow);
     return 0;
   }
-  Check(result.ok());
-  Check(owner.ok());
+  FUZZ_CHECK(result.ok());
+  FUZZ_CHECK(owner.ok());
   const poise::Decision& d = result.value();
-  Check(d.affinity == owner.value());
-  Check(d.selection < n && candidates[d.selection].IsEligible());
-  Check(d.spilled == (d.selection != d.affinity));
-  Check(d.selected_load == loads[d.selection]);
+  FUZZ_CHECK(d.affinity == owner.value());
+  FUZZ_CHECK(d.selection < n && candidates[d.selection].IsEligible());
+  FUZZ_CHECK(d.spilled == (d.selection != d.affinity));
+  FUZZ_CHECK(d.selected_load == loads[d.selection]);
   const uint64_t capacity = poise::BoundedLoadRendezvous::Capacity(
       factor, total_load, candidates[d.selection].weight,
       static_cast<uint32_t>(total_weight));
-  Check(d.selected_capacity == capacity);
-  Check(d.selected_load < d.selected_capacity);
+  FUZZ_CHECK(d.selected_capacity == capacity);
+  FUZZ_CHECK(d.selected_load < d.selected_capacity);
   // Every candidate ranked before the selection was full.
   const auto ranking = poise::WeightedRendezvous::Ranking(key, candidates);
-  Check(ranking.ok());
-  Check(ranking.value().front().index == d.affinity);
+  FUZZ_CHECK(ranking.ok());
+  FUZZ_CHECK(ranking.value().front().index == d.affinity);
   for (const poise::Rank& r : ranking.value()) {
     if (r.index == d.selection) break;
-    Check(loads[r.index] >= poise::BoundedLoadRendezvous::Capacity(
-                                factor, total_load, r.weight,
-                                static_cast<uint32_t>(total_weight)));
+    FUZZ_CHECK(loads[r.index] >= poise::BoundedLoadRendezvous::Capacity(
+                                     factor, total_load, r.weight,
+                                     static_cast<uint32_t>(total_weight)));
   }
   // Deterministic.
   const auto again = policy->Decide(
       key, candidates, [&](size_t i) { return loads[i]; }, scratch);
-  Check(again.ok() && again.value().selection == d.selection);
+  FUZZ_CHECK(again.ok() && again.value().selection == d.selection);
   return 0;
 }

@@ -22,6 +22,7 @@
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
 #include "test/core/client_channel/lb_policy/lb_policy_test_lib.h"
+#include "test/fuzz/fuzz_check.h"
 
 namespace {
 
@@ -30,15 +31,6 @@ using grpc_core::ExecCtx;
 using grpc_core::LoadBalancingPolicy;
 using PickResult = LoadBalancingPolicy::PickResult;
 
-// Aborts (a libFuzzer crash) naming the failed invariant.
-#define Check(cond)                                                           \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      std::fprintf(stderr, "invariant failed: %s (%s:%d)\n", #cond, __FILE__, \
-                   __LINE__);                                                 \
-      std::abort();                                                           \
-    }                                                                         \
-  } while (0)
 void NoLog(gpr_log_func_args* /*args*/) {}
 
 constexpr int kBackends = 4;
@@ -62,7 +54,7 @@ class Harness final : public grpc_core::testing::LoadBalancingPolicyTest {
                   .lb_policy_registry()
                   .CreateLoadBalancingPolicy("bounded_load_rendezvous",
                                              std::move(args));
-    Check(policy_ != nullptr);
+    FUZZ_CHECK(policy_ != nullptr);
     LoadBalancingPolicy::UpdateArgs update;
     update.addresses.emplace();
     for (const auto& uri : uris_) {
@@ -70,7 +62,7 @@ class Harness final : public grpc_core::testing::LoadBalancingPolicyTest {
     }
     update.config = MakeConfig(*grpc_core::Json::Parse(
         R"([{"bounded_load_rendezvous":{"hashHeader":"x-session-id"}}])"));
-    Check(ApplyUpdate(std::move(update), policy_.get()).ok());
+    FUZZ_CHECK(ApplyUpdate(std::move(update), policy_.get()).ok());
     for (const auto& uri : uris_) {
       ExecCtx exec_ctx;
       subchannel_pool_
@@ -84,7 +76,7 @@ class Harness final : public grpc_core::testing::LoadBalancingPolicyTest {
         picker_ = std::move(u->picker);
       }
     }
-    Check(state_ == GRPC_CHANNEL_READY && picker_ != nullptr);
+    FUZZ_CHECK(state_ == GRPC_CHANNEL_READY && picker_ != nullptr);
   }
 
   void PickOnce(bool keyed, const std::string& key) {
@@ -95,22 +87,22 @@ class Harness final : public grpc_core::testing::LoadBalancingPolicyTest {
     FakeCallState call_state;
     PickResult result = picker_->Pick({"/svc/m", &metadata, &call_state});
     auto* complete = absl::get_if<PickResult::Complete>(&result.result);
-    Check(complete != nullptr);
+    FUZZ_CHECK(complete != nullptr);
     auto* sc = static_cast<SubchannelState::FakeSubchannel*>(
         complete->subchannel.get());
     const std::string uri = *grpc_sockaddr_to_uri(&sc->address());
     if (keyed) {
       const auto owner = poise::WeightedRendezvous::Pick(key, candidates_);
-      Check(owner.ok() && uris_[owner.value()] == uri);
+      FUZZ_CHECK(owner.ok() && uris_[owner.value()] == uri);
     }
-    Check(complete->subchannel_call_tracker != nullptr);
+    FUZZ_CHECK(complete->subchannel_call_tracker != nullptr);
     complete->subchannel_call_tracker->Start();
     complete->subchannel_call_tracker->Finish(
         {absl::OkStatus(), nullptr, nullptr});
     complete->subchannel_call_tracker.reset();
     for (const auto& s : poise::grpc_lb::StatsSnapshot()) {
       if (s.label != "fuzz") continue;
-      for (const auto& b : s.backends) Check(b.in_flight == 0);
+      for (const auto& b : s.backends) FUZZ_CHECK(b.in_flight == 0);
     }
   }
 
