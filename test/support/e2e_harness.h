@@ -139,6 +139,20 @@ inline std::vector<Candidate> Candidates(const example::BackendSet& set,
   return out;
 }
 
+// Sends calls with fresh keys until every backend has served one, so all are
+// READY. Bounds divide by the READY backends' weight: a test that assumes
+// all of them must not start its load while one is still connecting.
+inline bool WarmUp(Client& client, const example::BackendSet& set) {
+  int n = 0;
+  return WaitFor([&] {
+    client.Call(absl::StrCat("warm-up-", n++));
+    for (size_t i = 0; i < set.size(); ++i) {
+      if (set.backend(i).calls() == 0) return false;
+    }
+    return true;
+  });
+}
+
 inline std::string OwnerId(const example::BackendSet& set,
                            const std::string& key) {
   std::vector<std::string> storage;
