@@ -58,20 +58,26 @@ struct Leader {
   // Offers (candidate_z, i) if `take`. Bitwise logic on purpose: `take` is
   // data-dependent (has the backend room?) and would mispredict as a branch;
   // a new leader is rare (about ln n times per pass), so that branch is cheap.
+  // A refused entry is offered as z = 0, which never leads (strictly larger
+  // z is needed) and cannot raise the runner-up. Neither can a taken z = 0
+  // lead: if every taken z is 0, index stays kNone with count > 0, and
+  // Decisive() says no, so the group is re-ranked exactly.
   void Offer(uint64_t candidate_z, size_t i, bool take = true) {
     count += take;
-    const bool lead = take & ((candidate_z > z) | (index == kNone));
-    if (lead) {
+    const uint64_t zt = take ? candidate_z : uint64_t{0};
+    if (zt > z) {
       runner_up = z;  // the old leader was >= every earlier z
-      z = candidate_z;
+      z = zt;
       index = i;
       return;
     }
-    runner_up = std::max(runner_up, take ? candidate_z : uint64_t{0});
+    runner_up = std::max(runner_up, zt);
   }
 
   // The leader is the group's best by Rank::Precedes without any logarithm.
-  bool Decisive() const { return count <= 1 || Separated(z, runner_up); }
+  bool Decisive() const {
+    return index != kNone && (count <= 1 || Separated(z, runner_up));
+  }
 };
 
 // Comparing leaders of different weights without the contract logarithm.
@@ -289,7 +295,7 @@ Outcome RunTournament(const Field& field, double margin = kScoreMargin) {
   size_t room_count = 0;
   for (size_t k = 0; k < group_count; ++k) {
     const Group& g = groups[k];
-    if (g.room.index == kNone) continue;
+    if (g.room.count == 0) continue;
     // The overall leader often has room: reuse its contender.
     room[room_count++] =
         g.room.index == all[k].rank.index ? all[k] : contender(g, g.room, true);

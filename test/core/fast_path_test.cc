@@ -183,6 +183,59 @@ TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
   }
 }
 
+// Leader::Offer stands a refused entry in as z = 0, which never leads; a
+// taken z = 0 cannot lead either, so a group whose taken entries all have
+// z = 0 keeps index kNone and must fall back to the exact re-rank. Lists
+// full of z = 0 (and tiny z) with and without room, against brute force;
+// the fallback must actually run.
+TEST(FastPath, ZeroHashesFallBackToTheExactRerank) {
+  internal::Leader l = internal::Leader::Empty();
+  l.Offer(0, 3, true);
+  l.Offer(5, 4, false);
+  EXPECT_EQ(l.index, internal::kNone);
+  EXPECT_EQ(l.count, 1u);
+  EXPECT_FALSE(l.Decisive());
+  std::mt19937_64 rng(29);
+  size_t fallbacks = 0;
+  for (int trial = 0; trial < 100000; ++trial) {
+    SyntheticField f;
+    const size_t n = 1 + rng() % 12;
+    f.caps = {0, 1, 1, 1};
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t pick = rng() % 4;
+      f.z.push_back(pick < 2 ? 0 : pick == 2 ? rng() % 4096 : rng());
+      f.weights.push_back(1 + static_cast<uint32_t>(rng() % 3));
+      f.ok.push_back(rng() % 5 != 0);
+      f.loads.push_back(rng() % 2);
+    }
+    const auto out = internal::RunTournament<true>(f);
+    fallbacks += out.exact_scores > 0;
+    size_t best = internal::kNone, best_room = internal::kNone;
+    for (size_t i = 0; i < n; ++i) {
+      if (!f.ok[i]) continue;
+      if (best == internal::kNone || RefPrecedes(f, i, best)) best = i;
+      if (f.loads[i] < f.caps[f.weights[i]] &&
+          (best_room == internal::kNone || RefPrecedes(f, i, best_room))) {
+        best_room = i;
+      }
+    }
+    ASSERT_EQ(out.found, best != internal::kNone) << trial;
+    if (out.found) {
+      ASSERT_EQ(out.affinity.index, best) << trial;
+    }
+    ASSERT_EQ(out.found_room, best_room != internal::kNone) << trial;
+    if (out.found_room) {
+      ASSERT_EQ(out.selection.index, best_room) << trial;
+    }
+    const auto unbounded = internal::RunTournament<false>(f);
+    ASSERT_EQ(unbounded.found, out.found) << trial;
+    if (out.found) {
+      ASSERT_EQ(unbounded.affinity.index, best) << trial;
+    }
+  }
+  EXPECT_GT(fallbacks, 0u);
+}
+
 // The cross-weight comparison's margin (tournament.h): the approximate score
 // must stay within kScoreMargin of the contract's Score for every z and
 // weight. Measured over every binade's edges and millions of random s (all
