@@ -125,6 +125,37 @@ bool RefPrecedes(const SyntheticField& f, size_t a, size_t b) {
   return a < b;
 }
 
+// Both tournaments on `f` against brute force over RefPrecedes: the best
+// candidate, the best with room, and the unbounded tournament's best.
+// Returns the bounded tournament's outcome (callers count fallbacks).
+internal::Outcome ExpectTournamentMatchesBruteForce(const SyntheticField& f,
+                                                    int trial) {
+  const auto out = internal::RunTournament<true>(f);
+  size_t best = internal::kNone, best_room = internal::kNone;
+  for (size_t i = 0; i < f.z.size(); ++i) {
+    if (!f.ok[i]) continue;
+    if (best == internal::kNone || RefPrecedes(f, i, best)) best = i;
+    if (f.loads[i] < f.caps[f.weights[i]] &&
+        (best_room == internal::kNone || RefPrecedes(f, i, best_room))) {
+      best_room = i;
+    }
+  }
+  EXPECT_EQ(out.found, best != internal::kNone) << trial;
+  if (out.found) {
+    EXPECT_EQ(out.affinity.index, best) << trial;
+  }
+  EXPECT_EQ(out.found_room, best_room != internal::kNone) << trial;
+  if (out.found_room) {
+    EXPECT_EQ(out.selection.index, best_room) << trial;
+  }
+  const auto unbounded = internal::RunTournament<false>(f);
+  EXPECT_EQ(unbounded.found, out.found) << trial;
+  if (out.found) {
+    EXPECT_EQ(unbounded.affinity.index, best) << trial;
+  }
+  return out;
+}
+
 TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
   std::mt19937_64 rng(13);
   for (int trial = 0; trial < 200000; ++trial) {
@@ -157,29 +188,8 @@ TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
       f.ok.push_back(rng() % 7 != 0);
       f.loads.push_back(rng() % 4);
     }
-    const auto out = internal::RunTournament<true>(f);
-    size_t best = internal::kNone, best_room = internal::kNone;
-    for (size_t i = 0; i < n; ++i) {
-      if (!f.ok[i]) continue;
-      if (best == internal::kNone || RefPrecedes(f, i, best)) best = i;
-      if (f.loads[i] < f.caps[f.weights[i]] &&
-          (best_room == internal::kNone || RefPrecedes(f, i, best_room))) {
-        best_room = i;
-      }
-    }
-    ASSERT_EQ(out.found, best != internal::kNone) << trial;
-    if (out.found) {
-      ASSERT_EQ(out.affinity.index, best) << trial;
-    }
-    ASSERT_EQ(out.found_room, best_room != internal::kNone) << trial;
-    if (out.found_room) {
-      ASSERT_EQ(out.selection.index, best_room) << trial;
-    }
-    const auto unbounded = internal::RunTournament<false>(f);
-    ASSERT_EQ(unbounded.found, out.found);
-    if (out.found) {
-      ASSERT_EQ(unbounded.affinity.index, best) << trial;
-    }
+    ExpectTournamentMatchesBruteForce(f, trial);
+    ASSERT_FALSE(::testing::Test::HasFailure()) << trial;
   }
 }
 
@@ -208,30 +218,8 @@ TEST(FastPath, ZeroHashesFallBackToTheExactRerank) {
       f.ok.push_back(rng() % 5 != 0);
       f.loads.push_back(rng() % 2);
     }
-    const auto out = internal::RunTournament<true>(f);
-    fallbacks += out.exact_scores > 0;
-    size_t best = internal::kNone, best_room = internal::kNone;
-    for (size_t i = 0; i < n; ++i) {
-      if (!f.ok[i]) continue;
-      if (best == internal::kNone || RefPrecedes(f, i, best)) best = i;
-      if (f.loads[i] < f.caps[f.weights[i]] &&
-          (best_room == internal::kNone || RefPrecedes(f, i, best_room))) {
-        best_room = i;
-      }
-    }
-    ASSERT_EQ(out.found, best != internal::kNone) << trial;
-    if (out.found) {
-      ASSERT_EQ(out.affinity.index, best) << trial;
-    }
-    ASSERT_EQ(out.found_room, best_room != internal::kNone) << trial;
-    if (out.found_room) {
-      ASSERT_EQ(out.selection.index, best_room) << trial;
-    }
-    const auto unbounded = internal::RunTournament<false>(f);
-    ASSERT_EQ(unbounded.found, out.found) << trial;
-    if (out.found) {
-      ASSERT_EQ(unbounded.affinity.index, best) << trial;
-    }
+    fallbacks += ExpectTournamentMatchesBruteForce(f, trial).exact_scores > 0;
+    ASSERT_FALSE(::testing::Test::HasFailure()) << trial;
   }
   EXPECT_GT(fallbacks, 0u);
 }
