@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "poise/hash.h"
+#include "poise/identity_table.h"
 #include "poise/in_flight.h"
 #include "poise/rendezvous.h"
 
@@ -111,8 +112,25 @@ void BM_Unbounded(benchmark::State& state) {
   PerCandidate(state, n);
 }
 
+// The same through an IdentityTable built once for the list (what the gRPC
+// picker runs).
+void BM_UnboundedTable(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const Cluster c = MakeCluster(n, 0);
+  const poise::IdentityTable table(c.candidates);
+  const auto& keys = Keys();
+  size_t k = 0;
+  for ([[maybe_unused]] auto _ : state) {
+    auto r = poise::WeightedRendezvous::Pick(keys[k++ % kKeyPool], c.candidates,
+                                             table);
+    benchmark::DoNotOptimize(r);
+  }
+  PerCandidate(state, n);
+}
+
 // range(1) = percent of backends saturated.
-void BM_Bounded(benchmark::State& state) {
+template <bool kTable>
+void BoundedBench(benchmark::State& state) {
   const auto n = static_cast<size_t>(state.range(0));
   const double want = static_cast<double>(state.range(1)) / 100.0;
   const Cluster c = MakeCluster(n, want);
@@ -123,14 +141,17 @@ void BM_Bounded(benchmark::State& state) {
     return;
   }
   const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
+  const poise::IdentityTable table(kTable ? c.candidates
+                                          : std::vector<poise::Candidate>{});
   const auto& keys = Keys();
   poise::DecisionScratch scratch;
   size_t k = 0;
   uint64_t spilled = 0;
+  const auto load = [&](size_t i) { return c.loads[i]; };
   for ([[maybe_unused]] auto _ : state) {
-    auto d = policy.Decide(
-        keys[k++ % kKeyPool], c.candidates,
-        [&](size_t i) { return c.loads[i]; }, scratch);
+    const std::string& key = keys[k++ % kKeyPool];
+    auto d = kTable ? policy.Decide(key, c.candidates, table, load, scratch)
+                    : policy.Decide(key, c.candidates, load, scratch);
     spilled += d.ok() && d.value().spilled;
     benchmark::DoNotOptimize(d);
   }
@@ -139,6 +160,9 @@ void BM_Bounded(benchmark::State& state) {
   state.counters["spill_rate"] = benchmark::Counter(
       static_cast<double>(spilled), benchmark::Counter::kAvgIterations);
 }
+
+void BM_Bounded(benchmark::State& state) { BoundedBench<false>(state); }
+void BM_BoundedTable(benchmark::State& state) { BoundedBench<true>(state); }
 
 // A ring like gRPC's ring_hash default: at least 1024 entries, weighted,
 // entries hashed from "identity_j", the key's 64-bit hash binary-searched.
@@ -231,6 +255,16 @@ void BM_SnapshotBuild(benchmark::State& state) {
   }
 }
 
+// Membership update: the IdentityTable (built when the backend list changes,
+// shared by the snapshots of that list).
+void BM_TableBuild(benchmark::State& state) {
+  const Cluster c = MakeCluster(static_cast<size_t>(state.range(0)), 0);
+  for ([[maybe_unused]] auto _ : state) {
+    const poise::IdentityTable table(c.candidates);
+    benchmark::DoNotOptimize(table.size());
+  }
+}
+
 void BM_RingBuild(benchmark::State& state) {
   const Cluster c = MakeCluster(static_cast<size_t>(state.range(0)), 0);
   for ([[maybe_unused]] auto _ : state) {
@@ -264,10 +298,13 @@ void Sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Unbounded)->Apply(Sizes);
+BENCHMARK(BM_UnboundedTable)->Apply(Sizes);
 BENCHMARK(BM_Bounded)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
+BENCHMARK(BM_BoundedTable)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_Ring)->Apply(Sizes);
 BENCHMARK(BM_ArgmaxFloor)->Apply(Sizes);
 BENCHMARK(BM_SnapshotBuild)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_TableBuild)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_RingBuild)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_InFlightSame)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_InFlightSeparate)->Threads(1)->Threads(2)->UseRealTime();

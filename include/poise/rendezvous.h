@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "poise/hash.h"
+#include "poise/identity_table.h"
 
 namespace poise {
 
@@ -37,6 +38,7 @@ enum class PickError : uint8_t {
   kWeightOverflow,        // eligible weights sum past UINT32_MAX
   kLoadOverflow,  // sampled loads (plus the new request) past UINT64_MAX
   kScratchCapacityExceeded,  // the sample buffer could not grow
+  kTableMismatch,  // the IdentityTable has a different number of identities
 };
 
 // A stable, human-readable name for logs and statuses.
@@ -86,6 +88,14 @@ class WeightedRendezvous final {
   // allocation.
   static Result<size_t> Pick(std::string_view key,
                              const std::vector<Candidate>& candidates);
+
+  // The same, with the identities' hashing precomputed: `table` must have
+  // been built from the identities of `candidates`, in order (weights and
+  // eligibility are read from `candidates`). kTableMismatch when the sizes
+  // differ.
+  static Result<size_t> Pick(std::string_view key,
+                             const std::vector<Candidate>& candidates,
+                             const IdentityTable& table);
 
   // Every eligible candidate, best first (for tools and tests; allocates).
   static Result<std::vector<Rank>> Ranking(
@@ -170,6 +180,26 @@ class BoundedLoadRendezvous final {
   Result<Decision> Decide(std::string_view key,
                           const std::vector<Candidate>& candidates,
                           LoadFn&& load, DecisionScratch& scratch) const {
+    return DecideWith(key, candidates, nullptr, load, scratch);
+  }
+
+  // The same, with the identities' hashing precomputed (see
+  // WeightedRendezvous::Pick with a table).
+  template <typename LoadFn>
+  Result<Decision> Decide(std::string_view key,
+                          const std::vector<Candidate>& candidates,
+                          const IdentityTable& table, LoadFn&& load,
+                          DecisionScratch& scratch) const {
+    if (table.size() != candidates.size()) return PickError::kTableMismatch;
+    return DecideWith(key, candidates, &table, load, scratch);
+  }
+
+ private:
+  template <typename LoadFn>
+  Result<Decision> DecideWith(std::string_view key,
+                              const std::vector<Candidate>& candidates,
+                              const IdentityTable* table, LoadFn& load,
+                              DecisionScratch& scratch) const {
     if (candidates.empty()) return PickError::kEmpty;
     if (!scratch.Reserve(candidates.size())) {
       return PickError::kScratchCapacityExceeded;
@@ -186,15 +216,15 @@ class BoundedLoadRendezvous final {
       load_overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
       total_weight += candidates[i].weight;  // n < 2^32 candidates: no wrap
     }
-    return DecideSampled(key, candidates, loads, total_load, total_weight,
-                         load_overflow);
+    return DecideSampled(key, candidates, table, loads, total_load,
+                         total_weight, load_overflow);
   }
 
- private:
   // The hashing half of Decide, out of line so the floating-point contract is
   // compiled once, with the contract's flags.
   Result<Decision> DecideSampled(std::string_view key,
                                  const std::vector<Candidate>& candidates,
+                                 const IdentityTable* table,
                                  const std::vector<uint64_t>& loads,
                                  uint64_t total_load, uint64_t total_weight,
                                  bool load_overflow) const;

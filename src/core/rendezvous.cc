@@ -19,6 +19,8 @@ const char* ToString(PickError error) {
       return "sampled loads sum past 2^64-1";
     case PickError::kScratchCapacityExceeded:
       return "decision scratch could not grow";
+    case PickError::kTableMismatch:
+      return "identity table built for a different candidate list";
   }
   return "unknown pick error";
 }
@@ -30,10 +32,12 @@ Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index) {
 
 namespace {
 
-// The candidate list as RunTournament sees it; loads only when bounded.
+// The candidate list as RunTournament sees it: hashed from the identities or
+// through a table built from them; loads only when bounded.
 struct Field {
   const KeyHash& key;
   const std::vector<Candidate>& candidates;
+  const IdentityTable* table = nullptr;
   const uint64_t* loads = nullptr;
   uint32_t factor = 0;
   uint64_t total_load = 0;
@@ -43,10 +47,17 @@ struct Field {
   bool eligible(size_t i) const { return candidates[i].IsEligible(); }
   uint32_t weight(size_t i) const { return candidates[i].weight; }
   void Hash(size_t begin, size_t end, uint64_t* z) const {
+    if (table != nullptr) {
+      table->MixedRange(key.state(), begin, end, z);
+      return;
+    }
     internal::HashCandidates(key.state(), candidates.data() + begin,
                              end - begin, z);
   }
-  uint64_t Z(size_t i) const { return key.Mixed(candidates[i].identity); }
+  uint64_t Z(size_t i) const {
+    return table != nullptr ? table->Mixed(key.state(), i)
+                            : key.Mixed(candidates[i].identity);
+  }
   uint64_t load(size_t i) const { return loads[i]; }
   uint64_t capacity(uint32_t w) const {
     return BoundedLoadRendezvous::Capacity(factor, total_load, w, total_weight);
@@ -61,6 +72,18 @@ Result<size_t> WeightedRendezvous::Pick(
   const KeyHash hash(key);
   const internal::Outcome out =
       internal::RunTournament<false>(Field{hash, candidates});
+  if (!out.found) return PickError::kNoEligibleCandidates;
+  return out.affinity.index;
+}
+
+Result<size_t> WeightedRendezvous::Pick(
+    std::string_view key, const std::vector<Candidate>& candidates,
+    const IdentityTable& table) {
+  if (candidates.empty()) return PickError::kEmpty;
+  if (table.size() != candidates.size()) return PickError::kTableMismatch;
+  const KeyHash hash(key);
+  const internal::Outcome out =
+      internal::RunTournament<false>(Field{hash, candidates, &table});
   if (!out.found) return PickError::kNoEligibleCandidates;
   return out.affinity.index;
 }
@@ -108,8 +131,8 @@ uint64_t BoundedLoadRendezvous::Capacity(uint32_t factor_percent,
 
 Result<Decision> BoundedLoadRendezvous::DecideSampled(
     std::string_view key, const std::vector<Candidate>& candidates,
-    const std::vector<uint64_t>& loads, uint64_t total_load,
-    uint64_t total_weight, bool load_overflow) const {
+    const IdentityTable* table, const std::vector<uint64_t>& loads,
+    uint64_t total_load, uint64_t total_weight, bool load_overflow) const {
   if (total_weight == 0) return PickError::kNoEligibleCandidates;
   if (total_weight > UINT32_MAX) return PickError::kWeightOverflow;
   if (load_overflow || total_load == UINT64_MAX) {
@@ -120,8 +143,9 @@ Result<Decision> BoundedLoadRendezvous::DecideSampled(
   // One fused pass: the affinity owner is the best candidate overall, the
   // selection the best one with room (the first with room in the key's
   // order). A factor >= 100 guarantees that one has room.
-  const internal::Outcome out = internal::RunTournament<true>(Field{
-      hash, candidates, loads.data(), factor_percent_, total_load, weight_sum});
+  const internal::Outcome out = internal::RunTournament<true>(
+      Field{hash, candidates, table, loads.data(), factor_percent_, total_load,
+            weight_sum});
   if (!out.found_room) return PickError::kNoEligibleCandidates;  // unreachable
   const size_t selection = out.selection.index;
   return Decision{out.affinity.index, selection,

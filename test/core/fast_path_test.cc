@@ -471,8 +471,9 @@ TEST(FastPath, WideMarginTournamentMatchesReference) {
   EXPECT_GT(near_ties, 5000u);
 }
 
-// Real keys and identities: Pick and Decide against reference::Order and
-// reference::Decide. Each candidate list serves several keys.
+// Real keys and identities: Pick and Decide, hashing the identities and
+// through an IdentityTable, against reference::Order and reference::Decide.
+// Each candidate list serves several keys.
 void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
   std::mt19937_64 rng(seed);
   DecisionScratch scratch;
@@ -486,25 +487,34 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
                    rng() % 9 != 0});
     }
     const std::vector<Candidate> view = View(b);
+    const IdentityTable table(view);
     for (int k = 0; k < keys_each; ++k) {
       std::string key(rng() % 40, '\0');
       for (char& c : key) c = static_cast<char>(rng());
       const auto order = reference::Order(key, b);
       const auto pick = WeightedRendezvous::Pick(key, view);
+      const auto table_pick = WeightedRendezvous::Pick(key, view, table);
       ASSERT_EQ(pick.ok(), !order.empty());
+      ASSERT_EQ(table_pick.ok(), !order.empty());
       if (!pick.ok()) continue;
       ASSERT_EQ(pick.value(), order.front().index) << list << "/" << k;
+      ASSERT_EQ(table_pick.value(), order.front().index) << list << "/" << k;
 
       const uint32_t factor = 100 + static_cast<uint32_t>(rng() % 150);
       const auto expected = reference::Decide(key, b, factor);
-      const auto got = BoundedLoadRendezvous::Create(factor)->Decide(
-          key, view, [&](size_t i) { return b[i].load; }, scratch);
-      ASSERT_TRUE(got.ok() && expected.has_value());
-      ASSERT_EQ(got.value().affinity, expected->affinity);
-      ASSERT_EQ(got.value().selection, expected->selection);
-      ASSERT_EQ(got.value().selected_capacity, expected->capacity);
-      ASSERT_EQ(got.value().selected_load, b[expected->selection].load);
-      ASSERT_EQ(got.value().spilled, expected->affinity != expected->selection);
+      ASSERT_TRUE(expected.has_value());
+      const auto policy = *BoundedLoadRendezvous::Create(factor);
+      const auto load = [&](size_t i) { return b[i].load; };
+      for (const auto& got : {policy.Decide(key, view, load, scratch),
+                              policy.Decide(key, view, table, load, scratch)}) {
+        ASSERT_TRUE(got.ok());
+        ASSERT_EQ(got.value().affinity, expected->affinity);
+        ASSERT_EQ(got.value().selection, expected->selection);
+        ASSERT_EQ(got.value().selected_capacity, expected->capacity);
+        ASSERT_EQ(got.value().selected_load, b[expected->selection].load);
+        ASSERT_EQ(got.value().spilled,
+                  expected->affinity != expected->selection);
+      }
     }
   }
 }
