@@ -372,6 +372,41 @@ TEST_F(RendezvousLbTest, AddressUpdateKeepsCountersAndLateFinishIsSafe) {
   for (const BackendStats& b : Stats().backends) EXPECT_EQ(b.in_flight, 0u);
 }
 
+TEST_F(RendezvousLbTest, SameSizeAddressUpdatesRouteByTheNewList) {
+  // Reordered or renamed backends keep the list's size: hashing kept from the
+  // old list would route wrongly without failing.
+  Start("bounded_load_rendezvous", "", {0, 1, 2, 3});
+  const std::vector<std::string> reversed(uris_.rbegin(), uris_.rend());
+  ASSERT_TRUE(Update(Config("bounded_load_rendezvous", ""), reversed).ok());
+  Drain();
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    ASSERT_EQ(PickBackend(key), Order(key)[0]) << key;
+  }
+  // The same addresses under new identities.
+  const std::vector<std::string> names = {"a", "b", "c", "d"};
+  std::vector<Candidate> renamed;
+  std::string body = R"("endpoints":[)";
+  for (size_t i = 0; i < names.size(); ++i) {
+    absl::StrAppend(&body, i == 0 ? "" : ",", R"({"address":")", identities_[i],
+                    R"(","identity":")", names[i], R"("})");
+    renamed.push_back({names[i], 1, true});
+  }
+  absl::StrAppend(&body, "]");
+  // Twice: the second is a re-resolution of an unchanged list.
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(Update(Config("bounded_load_rendezvous", body), uris_).ok());
+    Drain();
+    for (int k = 0; k < 200; ++k) {
+      const std::string key = absl::StrCat("user-", k);
+      ASSERT_EQ(
+          PickBackend(key),
+          static_cast<int>(WeightedRendezvous::Pick(key, renamed).value()))
+          << key;
+    }
+  }
+}
+
 TEST_F(RendezvousLbTest, HardLimitFailsFastWithResourceExhausted) {
   for (const char* policy :
        {"weighted_rendezvous", "bounded_load_rendezvous"}) {
