@@ -122,22 +122,29 @@ class DecisionScratch final {
 
   static constexpr size_t kUnlimited = static_cast<size_t>(-1);
 
+  // The largest candidate count served without allocating.
   size_t capacity() const { return loads_.capacity(); }
   // Returns the retained memory to the allocator.
   void Release() {
-    loads_.clear();
-    loads_.shrink_to_fit();
+    for (auto* v : {&loads_, &hashes_}) {
+      v->clear();
+      v->shrink_to_fit();
+    }
+    survivors_.clear();
+    survivors_.shrink_to_fit();
   }
 
  private:
   friend class BoundedLoadRendezvous;
 
-  // Makes room for n samples without throwing.
+  // Makes room for n candidates without throwing.
   bool Reserve(size_t n) {
     if (n > max_candidates_) return false;
     if (n <= loads_.capacity()) return true;
     try {
       loads_.reserve(n);
+      hashes_.reserve(n);
+      survivors_.reserve(n);
     } catch (const std::bad_alloc&) {
       return false;
     } catch (const std::length_error&) {
@@ -147,7 +154,9 @@ class DecisionScratch final {
   }
 
   size_t max_candidates_;
-  std::vector<uint64_t> loads_;
+  std::vector<uint64_t> loads_;    // the sampled loads, by index
+  std::vector<uint64_t> hashes_;   // every candidate's z, by index
+  std::vector<size_t> survivors_;  // see src/core/tournament.h
 };
 
 class BoundedLoadRendezvous final {
@@ -216,7 +225,7 @@ class BoundedLoadRendezvous final {
       load_overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
       total_weight += candidates[i].weight;  // n < 2^32 candidates: no wrap
     }
-    return DecideSampled(key, candidates, table, loads, total_load,
+    return DecideSampled(key, candidates, table, scratch, total_load,
                          total_weight, load_overflow);
   }
 
@@ -225,8 +234,8 @@ class BoundedLoadRendezvous final {
   Result<Decision> DecideSampled(std::string_view key,
                                  const std::vector<Candidate>& candidates,
                                  const IdentityTable* table,
-                                 const std::vector<uint64_t>& loads,
-                                 uint64_t total_load, uint64_t total_weight,
+                                 DecisionScratch& scratch, uint64_t total_load,
+                                 uint64_t total_weight,
                                  bool load_overflow) const;
 
   explicit BoundedLoadRendezvous(uint32_t factor_percent)

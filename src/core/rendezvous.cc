@@ -42,10 +42,11 @@ struct Field {
   uint32_t factor = 0;
   uint64_t total_load = 0;
   uint32_t total_weight = 0;
+  const Candidate* data = candidates.data();
 
   size_t size() const { return candidates.size(); }
-  bool eligible(size_t i) const { return candidates[i].IsEligible(); }
-  uint32_t weight(size_t i) const { return candidates[i].weight; }
+  bool eligible(size_t i) const { return data[i].IsEligible(); }
+  uint32_t weight(size_t i) const { return data[i].weight; }
   void Hash(size_t begin, size_t end, uint64_t* z) const {
     if (table != nullptr) {
       table->MixedRange(key.state(), begin, end, z);
@@ -131,8 +132,8 @@ uint64_t BoundedLoadRendezvous::Capacity(uint32_t factor_percent,
 
 Result<Decision> BoundedLoadRendezvous::DecideSampled(
     std::string_view key, const std::vector<Candidate>& candidates,
-    const IdentityTable* table, const std::vector<uint64_t>& loads,
-    uint64_t total_load, uint64_t total_weight, bool load_overflow) const {
+    const IdentityTable* table, DecisionScratch& scratch, uint64_t total_load,
+    uint64_t total_weight, bool load_overflow) const {
   if (total_weight == 0) return PickError::kNoEligibleCandidates;
   if (total_weight > UINT32_MAX) return PickError::kWeightOverflow;
   if (load_overflow || total_load == UINT64_MAX) {
@@ -140,12 +141,19 @@ Result<Decision> BoundedLoadRendezvous::DecideSampled(
   }
   const auto weight_sum = static_cast<uint32_t>(total_weight);
   const KeyHash hash(key);
-  // One fused pass: the affinity owner is the best candidate overall, the
+  // Within the capacity Reserve() made: never allocates.
+  scratch.hashes_.resize(candidates.size());
+  scratch.survivors_.resize(candidates.size());
+  const internal::RoomBuffers buffers{scratch.hashes_.data(),
+                                      scratch.survivors_.data()};
+  // One pass: the affinity owner is the best candidate overall, the
   // selection the best one with room (the first with room in the key's
   // order). A factor >= 100 guarantees that one has room.
+  const std::vector<uint64_t>& loads = scratch.loads_;
   const internal::Outcome out = internal::RunTournament<true>(
       Field{hash, candidates, table, loads.data(), factor_percent_, total_load,
-            weight_sum});
+            weight_sum},
+      &buffers);
   if (!out.found_room) return PickError::kNoEligibleCandidates;  // unreachable
   const size_t selection = out.selection.index;
   return Decision{out.affinity.index, selection,

@@ -134,6 +134,7 @@ struct Outcome {
   uint64_t selection_capacity = 0;  // its capacity (kBounded)
   size_t exact_scores = 0;  // contract logarithms computed (tests, benches)
   size_t near_ties = 0;     // contests the approximation could not settle
+  size_t room_scans = 0;    // weights scanned in full for room (kBounded)
 };
 
 // A contender whose score is known approximately (within kScoreMargin of
@@ -190,6 +191,21 @@ inline bool Improve(bool& have, Rank& best, const Rank& rank) {
   return better;
 }
 
+// What the bounded tournament keeps for the room search after its pass
+// (both hold field.size() entries; DecisionScratch owns them).
+struct RoomBuffers {
+  uint64_t* z;        // every candidate's z, by index
+  size_t* survivors;  // indices whose z reached the survivor threshold
+  size_t quota = 16;  // the expected number of survivors (tests vary it)
+};
+
+// The survivor threshold: about `quota` of n uniformly distributed z reach
+// it; 0 (everyone survives) for short lists.
+inline uint64_t SurvivorThreshold(size_t n, size_t quota) {
+  if (n <= 2 * quota) return 0;
+  return UINT64_MAX - (UINT64_MAX / n) * quota;
+}
+
 // Runs the tournament over `field`, which provides:
 //   size(), eligible(i), weight(i), Hash(begin, end, z*) (z for a range;
 //   ineligible slots may hold anything), Z(i), and for kBounded capacity(w)
@@ -199,8 +215,21 @@ inline bool Improve(bool& have, Rank& best, const Rank& rank) {
 // among those with room: capacity depends only on the weight) and comparing
 // one leader per part (Contest: approximately, exactly on near-ties) gives
 // exactly the contract's answer.
+//
+// The selection (kBounded) is found after the pass, in three steps of
+// growing cost:
+//  1. The affinity owner has room: it is also the best candidate with room.
+//  2. Otherwise the pass also listed the "survivors", the candidates whose z
+//     reached a threshold that about `quota` of them reach. A weight's best
+//     member with room among its survivors is its best member with room
+//     overall, because every other member has a smaller z (and within one
+//     weight, z decides: see the argument at the top). Its runner-up is
+//     bounded by the threshold, so Decisive() is asked with that bound.
+//  3. A weight none of whose survivors has room is scanned in full (its
+//     members' z were kept in `buffers.z`).
 template <bool kBounded, typename Field>
-Outcome RunTournament(const Field& field, double margin = kScoreMargin) {
+Outcome RunTournament(const Field& field, const RoomBuffers* buffers = nullptr,
+                      double margin = kScoreMargin) {
   struct Group {
     uint32_t weight;
     uint64_t capacity;
@@ -217,11 +246,16 @@ Outcome RunTournament(const Field& field, double margin = kScoreMargin) {
   Rank spot{}, spot_room{};
   uint64_t spot_room_capacity = 0;
 
-  constexpr size_t kChunk = 64;
-  uint64_t z[kChunk];
   const size_t n = field.size();
+  const uint64_t threshold =
+      kBounded ? SurvivorThreshold(n, buffers->quota) : 0;
+  size_t survivor_count = 0;
+  size_t* const survivors = kBounded ? buffers->survivors : nullptr;
+  constexpr size_t kChunk = 64;
+  uint64_t chunk[kChunk];
   for (size_t begin = 0; begin < n; begin += kChunk) {
     const size_t end = std::min(n, begin + kChunk);
+    uint64_t* const z = kBounded ? buffers->z + begin : chunk;
     field.Hash(begin, end, z);
     for (size_t i = begin; i < end; ++i) {
       if (!field.eligible(i)) continue;
@@ -231,13 +265,16 @@ Outcome RunTournament(const Field& field, double margin = kScoreMargin) {
       Group* const last = groups + group_count;
       while (g != last && g->weight != w) ++g;
       if (g == last && group_count < kMaxGroups) {
-        *g = Group{w, kBounded ? field.capacity(w) : 0, Leader::Empty(),
-                   Leader::Empty()};
+        *g = Group{w, 0, Leader::Empty(), Leader::Empty()};
         ++group_count;
       }
       if (g != groups + kMaxGroups) {
         g->all.Offer(zi, i);
-        if (kBounded) g->room.Offer(zi, i, field.load(i) < g->capacity);
+        if (kBounded) {
+          // Branch-free: written always, kept when it reached the threshold.
+          survivors[survivor_count] = i;
+          survivor_count += zi >= threshold;
+        }
         continue;
       }
       const Rank rank{Score(zi, w), zi, w, i};
@@ -288,17 +325,62 @@ Outcome RunTournament(const Field& field, double margin = kScoreMargin) {
   if (have_spot) all[all_count++] = exact_contender(spot, 0);
   if (all_count == 0) return out;
   out.found = true;
-  out.affinity = choice(all[Contest(all, all_count, margin, out)].rank);
+  const Contender& owner = all[Contest(all, all_count, margin, out)];
+  out.affinity = choice(owner.rank);
   if (!kBounded) return out;
+
+  // 1. The owner has room.
+  const uint64_t owner_capacity = field.capacity(owner.rank.weight);
+  if (field.load(owner.rank.index) < owner_capacity) {
+    out.found_room = true;
+    out.selection = out.affinity;
+    out.selection_capacity = owner_capacity;
+    return out;
+  }
+  // 2. The best member with room of each weight, among the survivors.
+  for (size_t k = 0; k < group_count; ++k) {
+    groups[k].capacity = field.capacity(groups[k].weight);
+  }
+  auto group_of = [&](uint32_t w) {
+    Group* g = groups;
+    while (g != groups + group_count && g->weight != w) ++g;
+    return g;
+  };
+  for (size_t k = 0; k < survivor_count; ++k) {
+    const size_t i = buffers->survivors[k];
+    Group& g = *group_of(field.weight(i));
+    g.room.Offer(buffers->z[i], i, field.load(i) < g.capacity);
+  }
+  for (size_t k = 0; k < group_count; ++k) {
+    Group& g = groups[k];
+    if (threshold == 0) continue;  // everyone survived: the leaders are exact
+    if (g.room.index != kNone) {
+      // Members that did not survive have z < threshold.
+      g.room.count = std::max<size_t>(g.room.count, 2);
+      g.room.runner_up = std::max(g.room.runner_up, threshold - 1);
+      continue;
+    }
+    // 3. No survivor of this weight has room: scan all its members.
+    ++out.room_scans;
+    g.room = Leader::Empty();
+    for (size_t i = 0; i < n; ++i) {
+      if (!field.eligible(i) || field.weight(i) != g.weight) continue;
+      g.room.Offer(buffers->z[i], i, field.load(i) < g.capacity);
+    }
+  }
 
   Contender room[kMaxGroups + 1];
   size_t room_count = 0;
   for (size_t k = 0; k < group_count; ++k) {
     const Group& g = groups[k];
     if (g.room.count == 0) continue;
-    // The overall leader often has room: reuse its contender.
-    room[room_count++] =
-        g.room.index == all[k].rank.index ? all[k] : contender(g, g.room, true);
+    // A weight's leader often has room: reuse its contender.
+    if (g.room.index == all[k].rank.index) {
+      room[room_count] = all[k];
+      room[room_count++].capacity = g.capacity;
+    } else {
+      room[room_count++] = contender(g, g.room, true);
+    }
   }
   if (have_spot_room) {
     room[room_count++] = exact_contender(spot_room, spot_room_capacity);

@@ -115,6 +115,16 @@ struct SyntheticField {
   uint64_t capacity(uint32_t w) const { return caps[w]; }
 };
 
+// The bounded tournament on `f` with its room buffers; a small `quota` makes
+// most candidates miss the survivor threshold (more full room scans).
+internal::Outcome RunBounded(const SyntheticField& f, size_t quota = 16,
+                             double margin = internal::kScoreMargin) {
+  std::vector<uint64_t> z(f.size());
+  std::vector<size_t> survivors(f.size());
+  const internal::RoomBuffers buffers{z.data(), survivors.data(), quota};
+  return internal::RunTournament<true>(f, &buffers, margin);
+}
+
 // The contract's order by brute force with the oracle's logarithm.
 bool RefPrecedes(const SyntheticField& f, size_t a, size_t b) {
   const double sa = -reference::LnU(f.z[a]) / f.weights[a];
@@ -129,8 +139,9 @@ bool RefPrecedes(const SyntheticField& f, size_t a, size_t b) {
 // candidate, the best with room, and the unbounded tournament's best.
 // Returns the bounded tournament's outcome (callers count fallbacks).
 internal::Outcome ExpectTournamentMatchesBruteForce(const SyntheticField& f,
-                                                    int trial) {
-  const auto out = internal::RunTournament<true>(f);
+                                                    int trial,
+                                                    size_t quota = 16) {
+  const auto out = RunBounded(f, quota);
   size_t best = internal::kNone, best_room = internal::kNone;
   for (size_t i = 0; i < f.z.size(); ++i) {
     if (!f.ok[i]) continue;
@@ -158,6 +169,7 @@ internal::Outcome ExpectTournamentMatchesBruteForce(const SyntheticField& f,
 
 TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
   std::mt19937_64 rng(13);
+  size_t room_scans = 0;
   for (int trial = 0; trial < 200000; ++trial) {
     SyntheticField f;
     const size_t n = 1 + rng() % (trial % 50 == 0 ? 300 : 24);
@@ -188,9 +200,47 @@ TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
       f.ok.push_back(rng() % 7 != 0);
       f.loads.push_back(rng() % 4);
     }
-    ExpectTournamentMatchesBruteForce(f, trial);
+    // Quotas 1 and 4 put most lists past the survivor threshold.
+    constexpr size_t kQuotas[] = {1, 4, 16};
+    const auto out =
+        ExpectTournamentMatchesBruteForce(f, trial, kQuotas[trial % 3]);
+    room_scans += out.room_scans;
     ASSERT_FALSE(::testing::Test::HasFailure()) << trial;
   }
+  EXPECT_GT(room_scans, 1000u);
+}
+
+// Step 2 of the room search: a weight's only survivor with room leads its
+// survivors, but a member just under the threshold may have the same s. The
+// tournament must not call that leader decisive (it cannot see the members
+// below the threshold), so the weight is re-ranked exactly.
+TEST(FastPath, SurvivorLeaderNearTheThresholdIsReRanked) {
+  constexpr size_t kN = 100;
+  const uint64_t threshold = internal::SurvivorThreshold(kN, 16);
+  ASSERT_GT(threshold, 0u);
+  SyntheticField f;
+  f.caps = {0, 1};
+  for (size_t i = 0; i < kN; ++i) {
+    f.z.push_back(i);  // far below the threshold, and no room
+    f.weights.push_back(1);
+    f.ok.push_back(true);
+    f.loads.push_back(1);
+  }
+  f.z[10] = UINT64_MAX;     // the owner, without room
+  f.z[20] = threshold - 1;  // room, not a survivor, same s as [30]
+  f.loads[20] = 0;
+  f.z[30] = threshold;  // room, the only survivor with room
+  f.loads[30] = 0;
+  ASSERT_EQ((f.z[20] >> 11), (f.z[30] >> 11));
+  const auto out = RunBounded(f);
+  EXPECT_EQ(out.affinity.index, 10u);
+  EXPECT_EQ(out.selection.index, 30u);
+  EXPECT_EQ(out.room_scans, 0u);
+  EXPECT_GT(out.exact_scores, 0u);  // the weight was re-ranked exactly
+  f.loads[30] = 1;  // now no survivor has room: the weight is scanned
+  const auto scanned = RunBounded(f);
+  EXPECT_EQ(scanned.selection.index, 20u);
+  EXPECT_EQ(scanned.room_scans, 1u);
 }
 
 // Leader::Offer stands a refused entry in as z = 0, which never leads; a
@@ -317,7 +367,7 @@ TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
                           -reference::LnU(f.z[j]) / f.weights[j];
       }
     }
-    const auto out = internal::RunTournament<true>(f);
+    const auto out = RunBounded(f);
     near_ties += out.near_ties;
     size_t best = internal::kNone, best_room = internal::kNone;
     for (size_t i = 0; i < n; ++i) {
@@ -413,7 +463,7 @@ TEST(FastPath, RealKeyNearTiesMatchReference) {
         f.ok.push_back(true);
         f.loads.push_back(x.load);
       }
-      const auto wide = internal::RunTournament<true>(f, kWide);
+      const auto wide = RunBounded(f, 16, kWide);
       near_ties += wide.near_ties;
       ASSERT_EQ(wide.affinity.index, expected->affinity);
       ASSERT_EQ(wide.selection.index, expected->selection);
@@ -459,7 +509,7 @@ TEST(FastPath, WideMarginTournamentMatchesReference) {
       f.ok.push_back(x.eligible);
       f.loads.push_back(x.load);
     }
-    const auto out = internal::RunTournament<true>(f, 0.5);
+    const auto out = RunBounded(f, 16, 0.5);
     near_ties += out.near_ties;
     ASSERT_EQ(out.found, expected.has_value());
     if (!out.found) continue;
