@@ -30,25 +30,34 @@ def c(name, key):
 def f(v, fmt="{:.1f}"):
     return "-" if v is None else fmt.format(v)
 print("median of 5 repetitions; ns per pick (cpu time); ns/cand = ns per pick / n")
-print("| n | unbounded | ns/cand | bounded 0% | bounded 50% | bounded 90% "
-      "| 50%/unbounded | spill 50% | spill 90% | ring 1024+ | argmax floor | floor ns/cand |")
-print("|---:" * 12 + "|")
-for n in (3, 10, 100, 1000):
-    u = t(f"BM_Unbounded/{n}")
-    b = [t(f"BM_Bounded/{n}/{p}") for p in (0, 50, 90)]
-    a = t(f"BM_ArgmaxFloor/{n}")
-    ratio = b[1] / u if u and b[1] else None
-    print(f"| {n} | {f(u)} | {f(u / n if u else None, '{:.2f}')} | {f(b[0])} "
-          f"| {f(b[1])} | {f(b[2])} | {f(ratio, '{:.2f}')} "
-          f"| {f(c(f'BM_Bounded/{n}/50', 'spill_rate'), '{:.2f}')} "
-          f"| {f(c(f'BM_Bounded/{n}/90', 'spill_rate'), '{:.2f}')} "
-          f"| {f(t(f'BM_Ring/{n}'))} | {f(a)} "
-          f"| {f(a / n if a else None, '{:.2f}')} |")
+for title, u_name, b_name in (
+        ("with an IdentityTable (what the gRPC picker runs)",
+         "BM_UnboundedTable", "BM_BoundedTable"),
+        ("hashing the identities on every pick (candidate list only)",
+         "BM_Unbounded", "BM_Bounded")):
+    print()
+    print(title)
+    print("| n | unbounded | ns/cand | bounded 0% | bounded 50% | bounded 90% "
+          "| 50%/unbounded | spill 50% | spill 90% | ring 1024+ | argmax floor | floor ns/cand |")
+    print("|---:" * 12 + "|")
+    for n in (3, 10, 100, 1000):
+        u = t(f"{u_name}/{n}")
+        b = [t(f"{b_name}/{n}/{p}") for p in (0, 50, 90)]
+        a = t(f"BM_ArgmaxFloor/{n}")
+        ratio = b[1] / u if u and b[1] else None
+        print(f"| {n} | {f(u)} | {f(u / n if u else None, '{:.2f}')} | {f(b[0])} "
+              f"| {f(b[1])} | {f(b[2])} | {f(ratio, '{:.2f}')} "
+              f"| {f(c(f'{b_name}/{n}/50', 'spill_rate'), '{:.2f}')} "
+              f"| {f(c(f'{b_name}/{n}/90', 'spill_rate'), '{:.2f}')} "
+              f"| {f(t(f'BM_Ring/{n}'))} | {f(a)} "
+              f"| {f(a / n if a else None, '{:.2f}')} |")
 print()
-print("| n | snapshot build (candidates + counters) ns | ring build ns |")
-print("|---:|---:|---:|")
+print("| n | snapshot build (candidates + counters) ns "
+      "| IdentityTable build (on address change) ns | ring build ns |")
+print("|---:|---:|---:|---:|")
 for n in (10, 100, 1000):
     print(f"| {n} | {f(t(f'BM_SnapshotBuild/{n}'), '{:.0f}')} "
+          f"| {f(t(f'BM_TableBuild/{n}'), '{:.0f}')} "
           f"| {f(t(f'BM_RingBuild/{n}'), '{:.0f}')} |")
 print()
 print("| in-flight acquire+release (wall ns per op per thread) | 1 thread | 2 threads |")

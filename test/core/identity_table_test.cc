@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../../src/core/candidate_hash.h"
 #include "poise/hash.h"
 #include "poise/rendezvous.h"
 
@@ -73,6 +74,32 @@ TEST(IdentityTable, EveryRowForEveryByteValue) {
             Mix64(Fnv1aUpdateByte(Fnv1aUpdate(state, ids[i]), 0xFF));
         ASSERT_EQ(table.Mixed(state, i), want) << low << "/" << i;
       }
+    }
+  }
+}
+
+// The table is built by a scalar or an AVX-512 walk (the hashing kernel's
+// choice); both must give the same table.
+TEST(IdentityTable, BothBuildKernelsAgree) {
+  const internal::HashKernel dispatched = internal::ActiveHashKernel();
+  if (!internal::SelectHashKernel(internal::HashKernel::kAvx512)) {
+    GTEST_SKIP() << "this CPU cannot run the AVX-512 kernel";
+  }
+  std::mt19937_64 rng(47);
+  std::vector<std::string> owned;
+  for (int i = 0; i < 300; ++i) owned.push_back(RandomBytes(rng, rng() % 70));
+  const std::vector<std::string_view> ids(owned.begin(), owned.end());
+  const IdentityTable vector_built(ids);
+  internal::SelectHashKernel(internal::HashKernel::kScalar);
+  const IdentityTable scalar_built(ids);
+  internal::SelectHashKernel(dispatched);
+  for (uint64_t low = 0; low < 256; ++low) {
+    const uint64_t state = (rng() & ~uint64_t{0xff}) | low;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const uint64_t want =
+          Mix64(Fnv1aUpdateByte(Fnv1aUpdate(state, ids[i]), 0xFF));
+      ASSERT_EQ(vector_built.Mixed(state, i), want);
+      ASSERT_EQ(scalar_built.Mixed(state, i), want);
     }
   }
 }
