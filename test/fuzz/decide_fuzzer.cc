@@ -5,7 +5,9 @@
 // - affinity == WeightedRendezvous::Pick (the unconstrained owner);
 // - the selection is eligible and has room: selected_load < capacity,
 //   with the sampled load and Capacity() recomputed independently;
-// - spilled == (selection != affinity); Decide is deterministic.
+// - spilled == (selection != affinity); Decide is deterministic;
+// - the IdentityTable overloads of Pick and Decide (a table built from the
+//   same candidates) answer exactly as the plain ones, errors included.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "poise/identity_table.h"
 #include "poise/rendezvous.h"
 #include "test/fuzz/fuzz_check.h"
 
@@ -40,6 +43,23 @@ class Reader {
   size_t size_;
   size_t pos_ = 0;
 };
+
+bool SameResult(const poise::Result<size_t>& a,
+                const poise::Result<size_t>& b) {
+  if (a.ok() != b.ok()) return false;
+  return a.ok() ? a.value() == b.value() : a.error() == b.error();
+}
+
+bool SameResult(const poise::Result<poise::Decision>& a,
+                const poise::Result<poise::Decision>& b) {
+  if (a.ok() != b.ok()) return false;
+  if (!a.ok()) return a.error() == b.error();
+  const poise::Decision& x = a.value();
+  const poise::Decision& y = b.value();
+  return x.affinity == y.affinity && x.selection == y.selection &&
+         x.spilled == y.spilled && x.selected_load == y.selected_load &&
+         x.selected_capacity == y.selected_capacity;
+}
 
 }  // namespace
 
@@ -103,6 +123,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(sampled[i] == (candidates[i].IsEligible() ? 1 : 0));
   }
   const auto owner = poise::WeightedRendezvous::Pick(key, candidates);
+
+  // The table overloads: the same answers, bit for bit, on every input.
+  const poise::IdentityTable table(candidates);
+  FUZZ_CHECK(SameResult(poise::WeightedRendezvous::Pick(key, candidates, table),
+                        owner));
+  FUZZ_CHECK(SameResult(
+      policy->Decide(
+          key, candidates, table, [&](size_t i) { return loads[i]; }, scratch),
+      result));
 
   if (n == 0) {
     FUZZ_CHECK(!result.ok() && result.error() == poise::PickError::kEmpty);
