@@ -59,8 +59,9 @@ TEST(IdentityTable, EqualsKeyHashMixedOnRandomKeysAndIdentities) {
 // Every low byte of the key state, for identities made of every byte value.
 TEST(IdentityTable, EveryRowForEveryByteValue) {
   std::vector<std::string> owned;
+  owned.reserve(257);
   for (int b = 0; b < 256; ++b) {
-    owned.push_back(std::string(1 + b % 5, static_cast<char>(b)));
+    owned.emplace_back(1 + b % 5, static_cast<char>(b));
   }
   owned.emplace_back();  // the empty identity hashes only its terminator
   const std::vector<std::string_view> ids(owned.begin(), owned.end());
@@ -87,6 +88,7 @@ TEST(IdentityTable, BothBuildKernelsAgree) {
   }
   std::mt19937_64 rng(47);
   std::vector<std::string> owned;
+  owned.reserve(300);
   for (int i = 0; i < 300; ++i) owned.push_back(RandomBytes(rng, rng() % 70));
   const std::vector<std::string_view> ids(owned.begin(), owned.end());
   const IdentityTable vector_built(ids);
@@ -113,7 +115,7 @@ TEST(IdentityTable, FromCandidatesKeepsOrderAndIgnoresEligibility) {
   EXPECT_EQ(table.Mixed(key.state(), 0), key.Mixed("a"));
   EXPECT_EQ(table.Mixed(key.state(), 1), key.Mixed("b"));
   EXPECT_EQ(table.Mixed(key.state(), 2), key.Mixed("c"));
-  EXPECT_GE(table.memory_bytes(), 3 * 257 * sizeof(uint64_t));
+  EXPECT_GE(table.memory_bytes(), size_t{3} * 257 * sizeof(uint64_t));
 }
 
 TEST(IdentityTable, SizeMismatchIsAnError) {
