@@ -8,6 +8,7 @@
 #ifndef POISE_RENDEZVOUS_H_
 #define POISE_RENDEZVOUS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -18,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "poise/detail/pass.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
 
@@ -31,6 +33,13 @@ struct Candidate {
 
   bool IsEligible() const { return eligible && weight != 0; }
 };
+
+namespace detail {
+// z = KeyHash::Mixed(c[i].identity) for every eligible c[i], i < n, from
+// KeyHash::state() (the core's hashing kernels; other slots unspecified).
+void HashIdentities(uint64_t key_state, const Candidate* c, size_t n,
+                    uint64_t* z);
+}  // namespace detail
 
 enum class PickError : uint8_t {
   kEmpty,                 // no candidates at all
@@ -112,7 +121,8 @@ struct Decision {
   uint64_t selected_capacity;  // its bound (saturated at UINT64_MAX)
 };
 
-// Per-thread buffer for the loads sampled during one decision. It grows to the
+// Per-thread working memory of Decide: the sampled loads, the candidates'
+// hashes and a list of indices (24 bytes per candidate). It grows to the
 // largest candidate count seen and is then reused, so decisions stop
 // allocating after warm-up. Not thread-safe: give each thread its own.
 class DecisionScratch final {
@@ -123,7 +133,10 @@ class DecisionScratch final {
   static constexpr size_t kUnlimited = static_cast<size_t>(-1);
 
   // The largest candidate count served without allocating.
-  size_t capacity() const { return loads_.capacity(); }
+  size_t capacity() const {
+    return std::min(
+        {loads_.capacity(), hashes_.capacity(), survivors_.capacity()});
+  }
   // Returns the retained memory to the allocator.
   void Release() {
     for (auto* v : {&loads_, &hashes_}) {
@@ -137,10 +150,17 @@ class DecisionScratch final {
  private:
   friend class BoundedLoadRendezvous;
 
+  void Resize(size_t n) {
+    loads_.resize(n);
+    hashes_.resize(n);
+    survivors_.resize(n);
+  }
+  detail::Kept Kept() { return detail::Kept{hashes_.data(), loads_.data()}; }
+
   // Makes room for n candidates without throwing.
   bool Reserve(size_t n) {
     if (n > max_candidates_) return false;
-    if (n <= loads_.capacity()) return true;
+    if (n <= capacity()) return true;  // a failed Reserve may grow some
     try {
       loads_.reserve(n);
       hashes_.reserve(n);
@@ -204,39 +224,53 @@ class BoundedLoadRendezvous final {
   }
 
  private:
+  // The candidates as detail::RunPass reads them, with the caller's load
+  // function inlined into the pass.
+  template <typename LoadFn>
+  struct SampledField {
+    uint64_t key_state;
+    const Candidate* candidates;
+    size_t n;
+    const IdentityTable* table;
+    LoadFn& load_fn;
+
+    size_t size() const { return n; }
+    bool eligible(size_t i) const { return candidates[i].IsEligible(); }
+    uint32_t weight(size_t i) const { return candidates[i].weight; }
+    void Hash(size_t begin, size_t end, uint64_t* z) const {
+      if (table != nullptr) {
+        table->MixedRange(key_state, begin, end, z);
+      } else {
+        detail::HashIdentities(key_state, candidates + begin, end - begin, z);
+      }
+    }
+    uint64_t load(size_t i) const { return static_cast<uint64_t>(load_fn(i)); }
+  };
+
   template <typename LoadFn>
   Result<Decision> DecideWith(std::string_view key,
                               const std::vector<Candidate>& candidates,
                               const IdentityTable* table, LoadFn& load,
                               DecisionScratch& scratch) const {
-    if (candidates.empty()) return PickError::kEmpty;
-    if (!scratch.Reserve(candidates.size())) {
-      return PickError::kScratchCapacityExceeded;
-    }
-    std::vector<uint64_t>& loads = scratch.loads_;
-    loads.resize(candidates.size());  // within capacity: never allocates
-    uint64_t total_load = 0;
-    uint64_t total_weight = 0;
-    bool load_overflow = false;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!candidates[i].IsEligible()) continue;
-      const auto sampled = static_cast<uint64_t>(load(i));
-      loads[i] = sampled;
-      load_overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
-      total_weight += candidates[i].weight;  // n < 2^32 candidates: no wrap
-    }
-    return DecideSampled(key, candidates, table, scratch, total_load,
-                         total_weight, load_overflow);
+    const size_t n = candidates.size();
+    if (n == 0) return PickError::kEmpty;
+    if (!scratch.Reserve(n)) return PickError::kScratchCapacityExceeded;
+    scratch.Resize(n);  // within capacity: never allocates
+    const KeyHash hash(key);
+    detail::PassState pass;
+    detail::RunPass<true>(
+        SampledField<LoadFn>{hash.state(), candidates.data(), n, table, load},
+        scratch.Kept(), pass);
+    return FinishDecision(hash, candidates, table, scratch, pass);
   }
 
-  // The hashing half of Decide, out of line so the floating-point contract is
-  // compiled once, with the contract's flags.
-  Result<Decision> DecideSampled(std::string_view key,
-                                 const std::vector<Candidate>& candidates,
-                                 const IdentityTable* table,
-                                 DecisionScratch& scratch, uint64_t total_load,
-                                 uint64_t total_weight,
-                                 bool load_overflow) const;
+  // The scoring half of Decide, out of line so the floating-point contract
+  // is compiled once, with the contract's flags.
+  Result<Decision> FinishDecision(const KeyHash& hash,
+                                  const std::vector<Candidate>& candidates,
+                                  const IdentityTable* table,
+                                  DecisionScratch& scratch,
+                                  detail::PassState& pass) const;
 
   explicit BoundedLoadRendezvous(uint32_t factor_percent)
       : factor_percent_(factor_percent) {}

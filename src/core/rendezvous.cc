@@ -25,6 +25,13 @@ const char* ToString(PickError error) {
   return "unknown pick error";
 }
 
+namespace detail {
+void HashIdentities(uint64_t key_state, const Candidate* c, size_t n,
+                    uint64_t* z) {
+  internal::HashCandidates(key_state, c, n, z);
+}
+}  // namespace detail
+
 Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index) {
   const uint64_t z = key.Mixed(candidate.identity);
   return Rank{Score(z, candidate.weight), z, candidate.weight, index};
@@ -62,6 +69,13 @@ struct Field {
   uint64_t load(size_t i) const { return loads[i]; }
   uint64_t capacity(uint32_t w) const {
     return BoundedLoadRendezvous::Capacity(factor, total_load, w, total_weight);
+  }
+  // Capacity's ceiling as a fraction (f < 2^32, L + 1 <= 2^64 - 1 and
+  // w < 2^32: the numerator fits in 128 bits).
+  internal::RoomTest room_test(uint32_t w) const {
+    using u128 = unsigned __int128;
+    return {u128{factor} * (u128{total_load} + 1) * w,
+            uint64_t{100} * total_weight};
   }
 };
 
@@ -130,30 +144,25 @@ uint64_t BoundedLoadRendezvous::Capacity(uint32_t factor_percent,
                                      : static_cast<uint64_t>(capacity);
 }
 
-Result<Decision> BoundedLoadRendezvous::DecideSampled(
-    std::string_view key, const std::vector<Candidate>& candidates,
-    const IdentityTable* table, DecisionScratch& scratch, uint64_t total_load,
-    uint64_t total_weight, bool load_overflow) const {
-  if (total_weight == 0) return PickError::kNoEligibleCandidates;
-  if (total_weight > UINT32_MAX) return PickError::kWeightOverflow;
-  if (load_overflow || total_load == UINT64_MAX) {
+Result<Decision> BoundedLoadRendezvous::FinishDecision(
+    const KeyHash& hash, const std::vector<Candidate>& candidates,
+    const IdentityTable* table, DecisionScratch& scratch,
+    detail::PassState& pass) const {
+  if (pass.total_weight == 0) return PickError::kNoEligibleCandidates;
+  if (pass.total_weight > UINT32_MAX) return PickError::kWeightOverflow;
+  if (pass.load_overflow || pass.total_load == UINT64_MAX) {
     return PickError::kLoadOverflow;
   }
-  const auto weight_sum = static_cast<uint32_t>(total_weight);
-  const KeyHash hash(key);
-  // Within the capacity Reserve() made: never allocates.
-  scratch.hashes_.resize(candidates.size());
-  scratch.survivors_.resize(candidates.size());
-  const internal::RoomBuffers buffers{scratch.hashes_.data(),
-                                      scratch.survivors_.data()};
-  // One pass: the affinity owner is the best candidate overall, the
-  // selection the best one with room (the first with room in the key's
-  // order). A factor >= 100 guarantees that one has room.
   const std::vector<uint64_t>& loads = scratch.loads_;
-  const internal::Outcome out = internal::RunTournament<true>(
-      Field{hash, candidates, table, loads.data(), factor_percent_, total_load,
-            weight_sum},
-      &buffers);
+  const internal::RoomBuffers buffers{scratch.Kept(),
+                                      scratch.survivors_.data()};
+  // The affinity owner is the best candidate overall, the selection the best
+  // one with room (the first with room in the key's order). A factor >= 100
+  // guarantees that one has room.
+  const internal::Outcome out = internal::Finish<true>(
+      Field{hash, candidates, table, loads.data(), factor_percent_,
+            pass.total_load, static_cast<uint32_t>(pass.total_weight)},
+      pass, &buffers, internal::kScoreMargin);
   if (!out.found_room) return PickError::kNoEligibleCandidates;  // unreachable
   const size_t selection = out.selection.index;
   return Decision{out.affinity.index, selection,

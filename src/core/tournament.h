@@ -28,13 +28,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
+#include "poise/detail/pass.h"
 #include "poise/hash.h"
 #include "poise/rendezvous.h"
 
 namespace poise::internal {
-
-inline constexpr size_t kNone = static_cast<size_t>(-1);
 
 // True when every z' <= z_other provably ranks after z_max at equal weight.
 inline bool Separated(uint64_t z_max, uint64_t z_other) {
@@ -43,42 +43,13 @@ inline bool Separated(uint64_t z_max, uint64_t z_other) {
   return s_max - s > (s_max >> 30);
 }
 
-// Argmax of z over a stream in index order (the first index wins equal z),
-// and the largest z among the others.
-// Trivially constructible so that the group table costs nothing until used:
-// start from Leader::Empty().
-struct Leader {
-  uint64_t z;
-  uint64_t runner_up;
-  size_t index;
-  size_t count;  // entries offered with take == true
+using detail::kNone;
+using detail::Leader;
 
-  static Leader Empty() { return Leader{0, 0, kNone, 0}; }
-
-  // Offers (candidate_z, i) if `take`. Bitwise logic on purpose: `take` is
-  // data-dependent (has the backend room?) and would mispredict as a branch;
-  // a new leader is rare (about ln n times per pass), so that branch is cheap.
-  // A refused entry is offered as z = 0, which never leads (strictly larger
-  // z is needed) and cannot raise the runner-up. Neither can a taken z = 0
-  // lead: if every taken z is 0, index stays kNone with count > 0, and
-  // Decisive() says no, so the group is re-ranked exactly.
-  void Offer(uint64_t candidate_z, size_t i, bool take = true) {
-    count += take;
-    const uint64_t zt = take ? candidate_z : uint64_t{0};
-    if (zt > z) {
-      runner_up = z;  // the old leader was >= every earlier z
-      z = zt;
-      index = i;
-      return;
-    }
-    runner_up = std::max(runner_up, zt);
-  }
-
-  // The leader is the group's best by Rank::Precedes without any logarithm.
-  bool Decisive() const {
-    return index != kNone && (count <= 1 || Separated(z, runner_up));
-  }
-};
+// The leader is the group's best by Rank::Precedes without any logarithm.
+inline bool Decisive(const Leader& l) {
+  return l.index != kNone && (l.count <= 1 || Separated(l.z, l.runner_up));
+}
 
 // Comparing leaders of different weights without the contract logarithm.
 //
@@ -134,7 +105,7 @@ struct Outcome {
   uint64_t selection_capacity = 0;  // its capacity (kBounded)
   size_t exact_scores = 0;  // contract logarithms computed (tests, benches)
   size_t near_ties = 0;     // contests the approximation could not settle
-  size_t room_scans = 0;    // weights scanned in full for room (kBounded)
+  size_t room_scans = 0;    // deeper survivor levels listed (kBounded)
 };
 
 // A contender whose score is known approximately (within kScoreMargin of
@@ -143,7 +114,6 @@ struct Outcome {
 struct Contender {
   double approx;
   Rank rank;  // rank.score is valid only when `exact`
-  uint64_t capacity;
   bool exact;
 };
 
@@ -191,12 +161,24 @@ inline bool Improve(bool& have, Rank& best, const Rank& rank) {
   return better;
 }
 
+// Whether a load is below a bound ceil(num / den) (den > 0), without the
+// division: for an integer load, load < ceil(num / den) <=> load * den < num.
+// Capacity's num and den fit in 128 bits, so this is exact.
+struct RoomTest {
+  unsigned __int128 num;
+  uint64_t den;
+
+  bool operator()(uint64_t load) const {
+    return static_cast<unsigned __int128>(load) * den < num;
+  }
+};
+
 // What the bounded tournament keeps for the room search after its pass
-// (both hold field.size() entries; DecisionScratch owns them).
+// (each holds field.size() entries; DecisionScratch owns them).
 struct RoomBuffers {
-  uint64_t* z;        // every candidate's z, by index
+  detail::Kept kept;
   size_t* survivors;  // indices whose z reached the survivor threshold
-  size_t quota = 16;  // the expected number of survivors (tests vary it)
+  size_t quota = 8;   // the expected number of survivors (tests vary it)
 };
 
 // The survivor threshold: about `quota` of n uniformly distributed z reach
@@ -206,191 +188,221 @@ inline uint64_t SurvivorThreshold(size_t n, size_t quota) {
   return UINT64_MAX - (UINT64_MAX / n) * quota;
 }
 
-// Runs the tournament over `field`, which provides:
-//   size(), eligible(i), weight(i), Hash(begin, end, z*) (z for a range;
-//   ineligible slots may hold anything), Z(i), and for kBounded capacity(w)
-//   and load(i).
+// Finishes the tournament after detail::RunPass over `field`, which provides
+//   size(), eligible(i), weight(i), Z(i), and for kBounded capacity(w) and
+//   load(i) (the loads the pass sampled).
 // The best by Rank::Precedes of a union is the best of the per-part bests, so
 // partitioning the candidates by weight (and, for the selection, by weight
 // among those with room: capacity depends only on the weight) and comparing
 // one leader per part (Contest: approximately, exactly on near-ties) gives
 // exactly the contract's answer.
 //
-// The selection (kBounded) is found after the pass, in three steps of
-// growing cost:
+// The selection (kBounded) is found in three steps of growing cost:
 //  1. The affinity owner has room: it is also the best candidate with room.
-//  2. Otherwise the pass also listed the "survivors", the candidates whose z
-//     reached a threshold that about `quota` of them reach. A weight's best
-//     member with room among its survivors is its best member with room
-//     overall, because every other member has a smaller z (and within one
-//     weight, z decides: see the argument at the top). Its runner-up is
-//     bounded by the threshold, so Decisive() is asked with that bound.
-//  3. A weight none of whose survivors has room is scanned in full (its
-//     members' z were kept in `buffers.z`).
+//  2. Otherwise the "survivors" are listed, the candidates whose z reached a
+//     threshold that about `quota` of them reach. A weight's best member with
+//     room among its survivors is its best member with room overall, because
+//     every other member has a smaller z (and within one weight, z decides:
+//     see the argument at the top). Its runner-up is bounded by the
+//     threshold, so Decisive() is asked with that bound.
+//  3. A weight none of whose survivors has room is dropped when it provably
+//     cannot beat a contender already found, else searched again among a
+//     four times larger quota of survivors, and so on.
 template <bool kBounded, typename Field>
-Outcome RunTournament(const Field& field, const RoomBuffers* buffers = nullptr,
-                      double margin = kScoreMargin) {
-  struct Group {
-    uint32_t weight;
-    uint64_t capacity;
-    Leader all;
-    Leader room;
-  };
-  // Weights beyond the table are scored exactly on the spot: still correct,
-  // just without the shortcut. Real clusters have a handful of weights.
-  constexpr size_t kMaxGroups = 8;
-  Group groups[kMaxGroups];
-  size_t group_count = 0;
+Outcome Finish(const Field& field, detail::PassState& pass,
+               const RoomBuffers* buffers, double margin) {
+  using detail::WeightGroup;
   Outcome out;
-  bool have_spot = false, have_spot_room = false;
-  Rank spot{}, spot_room{};
-  uint64_t spot_room_capacity = 0;
-
+  WeightGroup* const groups = pass.groups;
+  const size_t group_count = pass.group_count;
   const size_t n = field.size();
-  const uint64_t threshold =
-      kBounded ? SurvivorThreshold(n, buffers->quota) : 0;
-  size_t survivor_count = 0;
-  size_t* const survivors = kBounded ? buffers->survivors : nullptr;
-  constexpr size_t kChunk = 64;
-  uint64_t chunk[kChunk];
-  for (size_t begin = 0; begin < n; begin += kChunk) {
-    const size_t end = std::min(n, begin + kChunk);
-    uint64_t* const z = kBounded ? buffers->z + begin : chunk;
-    field.Hash(begin, end, z);
-    for (size_t i = begin; i < end; ++i) {
-      if (!field.eligible(i)) continue;
+  // The group of weight w, or group_count.
+  auto group_of = [&](uint32_t w) {
+    size_t k = 0;
+    while (k != group_count && groups[k].weight != w) ++k;
+    return k;
+  };
+  // Candidates of weights beyond the group table, scored exactly.
+  auto for_each_ungrouped = [&](auto&& fn) {
+    if (!pass.ungrouped) return;
+    for (size_t i = 0; i < n; ++i) {
       const uint32_t w = field.weight(i);
-      const uint64_t zi = z[i - begin];
-      Group* g = groups;
-      Group* const last = groups + group_count;
-      while (g != last && g->weight != w) ++g;
-      if (g == last && group_count < kMaxGroups) {
-        *g = Group{w, 0, Leader::Empty(), Leader::Empty()};
-        ++group_count;
-      }
-      if (g != groups + kMaxGroups) {
-        g->all.Offer(zi, i);
-        if (kBounded) {
-          // Branch-free: written always, kept when it reached the threshold.
-          survivors[survivor_count] = i;
-          survivor_count += zi >= threshold;
-        }
-        continue;
-      }
-      const Rank rank{Score(zi, w), zi, w, i};
+      if (!field.eligible(i) || group_of(w) != group_count) continue;
+      const uint64_t zi = field.Z(i);
       ++out.exact_scores;
-      Improve(have_spot, spot, rank);
-      if (!kBounded) continue;
-      const uint64_t capacity = field.capacity(w);
-      if (field.load(i) < capacity &&
-          Improve(have_spot_room, spot_room, rank)) {
-        spot_room_capacity = capacity;
-      }
+      fn(i, Rank{Score(zi, w), zi, w, i});
     }
-  }
+  };
+  RoomTest room_test[detail::kMaxGroups];  // filled in step 2 (kBounded)
 
-  // The best of one weight's members (with room if `room`), scored exactly.
-  auto exact = [&](const Group& g, bool room) {
+  // The best of group k's members (with room if `room`), scored exactly.
+  auto exact = [&](size_t k, bool room) {
+    const uint32_t w = groups[k].weight;
     bool have = false;
     Rank best{};
     for (size_t i = 0; i < n; ++i) {
-      if (!field.eligible(i) || field.weight(i) != g.weight) continue;
-      if (room && !(field.load(i) < g.capacity)) continue;
+      if (!field.eligible(i) || field.weight(i) != w) continue;
+      if (room && !room_test[k](field.load(i))) continue;
       const uint64_t zi = field.Z(i);
       ++out.exact_scores;
-      Improve(have, best, Rank{Score(zi, g.weight), zi, g.weight, i});
+      Improve(have, best, Rank{Score(zi, w), zi, w, i});
     }
     return best;
   };
   // A group's leader as a contender: approximately scored when the z argmax
   // is decisive, else the group re-ranked exactly.
-  auto contender = [&](const Group& g, const Leader& l, bool room) {
-    if (l.Decisive()) {
-      return Contender{ApproxScore(l.z, g.weight),
-                       Rank{0, l.z, g.weight, l.index}, g.capacity, false};
+  auto contender = [&](size_t k, const Leader& l, bool room) {
+    const uint32_t w = groups[k].weight;
+    if (Decisive(l)) {
+      return Contender{ApproxScore(l.z, w), Rank{0, l.z, w, l.index}, false};
     }
-    const Rank best = exact(g, room);
-    return Contender{best.score, best, g.capacity, true};
+    const Rank best = exact(k, room);
+    return Contender{best.score, best, true};
   };
-  auto exact_contender = [](const Rank& r, uint64_t capacity) {
-    return Contender{r.score, r, capacity, true};
+  auto exact_contender = [](const Rank& r) {
+    return Contender{r.score, r, true};
   };
   auto choice = [](const Rank& r) { return Choice{r.index, r.z, r.weight}; };
 
-  Contender all[kMaxGroups + 1];
+  Contender all[detail::kMaxGroups + 1];
   size_t all_count = 0;
   for (size_t k = 0; k < group_count; ++k) {
-    all[all_count++] = contender(groups[k], groups[k].all, false);
+    all[all_count++] = contender(k, groups[k].all, false);
   }
-  if (have_spot) all[all_count++] = exact_contender(spot, 0);
+  bool have_spot = false;
+  Rank spot{};
+  for_each_ungrouped(
+      [&](size_t, const Rank& r) { Improve(have_spot, spot, r); });
+  if (have_spot) all[all_count++] = exact_contender(spot);
   if (all_count == 0) return out;
   out.found = true;
   const Contender& owner = all[Contest(all, all_count, margin, out)];
   out.affinity = choice(owner.rank);
-  if (!kBounded) return out;
-
-  // 1. The owner has room.
-  const uint64_t owner_capacity = field.capacity(owner.rank.weight);
-  if (field.load(owner.rank.index) < owner_capacity) {
-    out.found_room = true;
-    out.selection = out.affinity;
-    out.selection_capacity = owner_capacity;
+  if constexpr (!kBounded) {
     return out;
-  }
-  // 2. The best member with room of each weight, among the survivors.
-  for (size_t k = 0; k < group_count; ++k) {
-    groups[k].capacity = field.capacity(groups[k].weight);
-  }
-  auto group_of = [&](uint32_t w) {
-    Group* g = groups;
-    while (g != groups + group_count && g->weight != w) ++g;
-    return g;
-  };
-  for (size_t k = 0; k < survivor_count; ++k) {
-    const size_t i = buffers->survivors[k];
-    Group& g = *group_of(field.weight(i));
-    g.room.Offer(buffers->z[i], i, field.load(i) < g.capacity);
-  }
-  for (size_t k = 0; k < group_count; ++k) {
-    Group& g = groups[k];
-    if (threshold == 0) continue;  // everyone survived: the leaders are exact
-    if (g.room.index != kNone) {
-      // Members that did not survive have z < threshold.
-      g.room.count = std::max<size_t>(g.room.count, 2);
-      g.room.runner_up = std::max(g.room.runner_up, threshold - 1);
-      continue;
+  } else {
+    auto finish = [&](const Rank& selection) {
+      out.found_room = true;
+      out.selection = choice(selection);
+      // The only division: the decision never needs the bound itself.
+      out.selection_capacity = field.capacity(selection.weight);
+      return out;
+    };
+    // 1. The owner has room.
+    if (field.room_test(owner.rank.weight)(field.load(owner.rank.index))) {
+      return finish(owner.rank);
     }
-    // 3. No survivor of this weight has room: scan all its members.
-    ++out.room_scans;
-    g.room = Leader::Empty();
-    for (size_t i = 0; i < n; ++i) {
-      if (!field.eligible(i) || field.weight(i) != g.weight) continue;
-      g.room.Offer(buffers->z[i], i, field.load(i) < g.capacity);
+    for (size_t k = 0; k < group_count; ++k) {
+      room_test[k] = field.room_test(groups[k].weight);
     }
+    bool have_spot_room = false;
+    Rank spot_room{};
+    for_each_ungrouped([&](size_t i, const Rank& r) {
+      if (field.room_test(r.weight)(field.load(i))) {
+        Improve(have_spot_room, spot_room, r);
+      }
+    });
+    // 2. The best member with room of each weight, among the survivors:
+    // the candidates whose z reached a threshold that about `quota` of them
+    // reach. Listed branch-free: every index written, kept when its z is in
+    // the level's range.
+    // 3. A weight none of whose survivors has room: its members with room
+    // all have z < threshold, so none scores better than z = threshold - 1
+    // would (within the error budget E of the scores, see above). When a
+    // contender is already ahead of that by four margins, the weight cannot
+    // win and is dropped; otherwise the next level lists the z in
+    // [threshold', threshold) for a four times larger quota, down to
+    // threshold 0, where every member has been seen.
+    const uint64_t* const z = buffers->kept.z;
+    size_t* const survivors = buffers->survivors;
+    Contender room[detail::kMaxGroups + 1];
+    size_t room_count = 0;
+    if (have_spot_room) room[room_count++] = exact_contender(spot_room);
+    size_t open[detail::kMaxGroups];  // weights whose best with room is unknown
+    bool is_open[detail::kMaxGroups];
+    size_t open_count = group_count;
+    for (size_t k = 0; k < group_count; ++k) {
+      open[k] = k;
+      is_open[k] = true;
+    }
+    size_t quota = buffers->quota;
+    uint64_t ceiling = 0;  // this level lists z in [threshold, ceiling)
+    for (bool first = true; open_count != 0; first = false) {
+      const uint64_t threshold = SurvivorThreshold(n, quota);
+      size_t listed = 0;
+      if (first) {
+        for (size_t i = 0; i < n; ++i) {
+          survivors[listed] = i;
+          listed += z[i] >= threshold;
+        }
+      } else {
+        const uint64_t span = ceiling - threshold;
+        for (size_t i = 0; i < n; ++i) {
+          survivors[listed] = i;
+          listed += z[i] - threshold < span;  // wraps for z < threshold
+        }
+      }
+      for (size_t s = 0; s < listed; ++s) {
+        const size_t i = survivors[s];
+        if (!field.eligible(i)) continue;  // its z slot is unspecified
+        const size_t k = group_of(field.weight(i));
+        if (k == group_count || !is_open[k]) continue;
+        groups[k].room.Offer(z[i], i, room_test[k](field.load(i)));
+      }
+      size_t still = 0;
+      for (size_t o = 0; o < open_count; ++o) {
+        const size_t k = open[o];
+        Leader& l = groups[k].room;
+        if (l.index == kNone && threshold != 0) {
+          open[still++] = k;  // none of its survivors has room
+          continue;
+        }
+        is_open[k] = false;
+        if (l.count == 0) continue;  // every member seen: it has no room
+        if (threshold != 0) {
+          // Members not listed have z < threshold.
+          l.count = std::max<size_t>(l.count, 2);
+          l.runner_up = std::max(l.runner_up, threshold - 1);
+        }
+        // A weight's leader often has room: reuse its contender.
+        room[room_count++] =
+            l.index == all[k].rank.index ? all[k] : contender(k, l, true);
+      }
+      open_count = still;
+      if (open_count == 0) break;
+      double ahead = std::numeric_limits<double>::infinity();
+      for (size_t c = 0; c < room_count; ++c) {
+        ahead = std::min(ahead, room[c].approx);
+      }
+      still = 0;
+      for (size_t o = 0; o < open_count; ++o) {
+        const size_t k = open[o];
+        if (ahead + 4 * margin < ApproxScore(threshold - 1, groups[k].weight)) {
+          is_open[k] = false;  // cannot win
+          continue;
+        }
+        open[still++] = k;
+      }
+      open_count = still;
+      if (open_count != 0) ++out.room_scans;
+      ceiling = threshold;
+      quota *= 4;
+    }
+    if (room_count == 0) return out;
+    return finish(room[Contest(room, room_count, margin, out)].rank);
   }
+}
 
-  Contender room[kMaxGroups + 1];
-  size_t room_count = 0;
-  for (size_t k = 0; k < group_count; ++k) {
-    const Group& g = groups[k];
-    if (g.room.count == 0) continue;
-    // A weight's leader often has room: reuse its contender.
-    if (g.room.index == all[k].rank.index) {
-      room[room_count] = all[k];
-      room[room_count++].capacity = g.capacity;
-    } else {
-      room[room_count++] = contender(g, g.room, true);
-    }
-  }
-  if (have_spot_room) {
-    room[room_count++] = exact_contender(spot_room, spot_room_capacity);
-  }
-  if (room_count == 0) return out;
-  const Contender& won = room[Contest(room, room_count, margin, out)];
-  out.found_room = true;
-  out.selection = choice(won.rank);
-  out.selection_capacity = won.capacity;
-  return out;
+// The pass and the finish over one field (tests, and Pick). For kBounded the
+// field's load(i) is sampled once by the pass into buffers->loads; Finish
+// reads field.load(i) again, so the field must return the same value.
+template <bool kBounded, typename Field>
+Outcome RunTournament(const Field& field, const RoomBuffers* buffers = nullptr,
+                      double margin = kScoreMargin) {
+  detail::PassState pass;
+  detail::RunPass<kBounded>(field, kBounded ? buffers->kept : detail::Kept{},
+                            pass);
+  return Finish<kBounded>(field, pass, buffers, margin);
 }
 
 }  // namespace poise::internal

@@ -1,0 +1,128 @@
+// Not API: the integer half of a decision, in a header so that Decide() can
+// sample its caller's load function inside the loop that hashes and groups
+// the candidates (one pass over the list instead of two). The scoring, with
+// its floating-point contract, stays out of line in src/core/tournament.h,
+// which also explains why the per-weight argmax of z is exact. Everything
+// here may change in any release.
+#ifndef POISE_DETAIL_PASS_H_
+#define POISE_DETAIL_PASS_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace poise::detail {
+
+inline constexpr size_t kNone = static_cast<size_t>(-1);
+
+// Argmax of z over a stream in index order (the first index wins equal z),
+// and the largest z among the others.
+// Trivially constructible so that the group table costs nothing until used:
+// start from Leader::Empty().
+struct Leader {
+  uint64_t z;
+  uint64_t runner_up;
+  size_t index;
+  size_t count;  // entries offered with take == true
+
+  static Leader Empty() { return Leader{0, 0, kNone, 0}; }
+
+  // Offers (candidate_z, i) if `take`. Bitwise logic on purpose: `take` is
+  // data-dependent (has the backend room?) and would mispredict as a branch;
+  // a new leader is rare (about ln n times per pass), so that branch is cheap.
+  // A refused entry is offered as z = 0, which never leads (strictly larger
+  // z is needed) and cannot raise the runner-up. Neither can a taken z = 0
+  // lead: if every taken z is 0, index stays kNone with count > 0, and the
+  // tournament re-ranks that group exactly.
+  void Offer(uint64_t candidate_z, size_t i, bool take = true) {
+    count += take;
+    const uint64_t zt = take ? candidate_z : uint64_t{0};
+    if (zt > z) {
+      runner_up = z;  // the old leader was >= every earlier z
+      z = zt;
+      index = i;
+      return;
+    }
+    runner_up = std::max(runner_up, zt);
+  }
+};
+
+// The candidates of one weight. `room` is filled after the pass, when the
+// total load is known.
+struct alignas(16) WeightGroup {
+  uint32_t weight;
+  Leader all;
+  Leader room;
+};
+
+// Weights beyond the table are scored exactly after the pass: still
+// correct, just without the shortcut. Real clusters have a handful.
+inline constexpr size_t kMaxGroups = 8;
+
+struct PassState {
+  WeightGroup groups[kMaxGroups];
+  size_t group_count = 0;
+  bool ungrouped = false;  // some eligible weight found no slot in `groups`
+  uint64_t total_load = 0;
+  bool load_overflow = false;  // the sampled loads' sum wrapped
+  uint64_t total_weight = 0;   // eligible weights (n < 2^32: no wrap)
+};
+
+// Where a bounded pass keeps what the room search needs (each holds size()
+// entries).
+struct Kept {
+  uint64_t* z;      // every candidate's z (ineligible: unspecified)
+  uint64_t* loads;  // every eligible candidate's sampled load
+};
+
+// One pass over `field`, which provides size(), eligible(i), weight(i),
+// Hash(begin, end, z) (z for a range; ineligible slots may hold anything) and,
+// when kBounded, load(i), called exactly once per eligible candidate. A
+// bounded pass fills `kept`; an unbounded one ignores it.
+template <bool kBounded, typename Field>
+void RunPass(const Field& field, const Kept& kept, PassState& st) {
+  constexpr size_t kChunk = 64;
+  uint64_t chunk[kChunk];
+  uint64_t total_load = 0, total_weight = 0;
+  bool load_overflow = false, ungrouped = false;
+  size_t group_count = 0;
+  WeightGroup* const groups = st.groups;
+  const size_t n = field.size();
+  for (size_t begin = 0; begin < n; begin += kChunk) {
+    const size_t end = std::min(n, begin + kChunk);
+    uint64_t* const z = kBounded ? kept.z + begin : chunk;
+    field.Hash(begin, end, z);
+    for (size_t i = begin; i < end; ++i) {
+      if (!field.eligible(i)) continue;
+      const uint32_t w = field.weight(i);
+      if constexpr (kBounded) {
+        const uint64_t sampled = field.load(i);
+        kept.loads[i] = sampled;
+        load_overflow |=
+            __builtin_add_overflow(total_load, sampled, &total_load);
+        total_weight += w;
+      }
+      WeightGroup* g = groups;
+      WeightGroup* const last = groups + group_count;
+      while (g != last && g->weight != w) ++g;
+      if (g == last) {
+        if (group_count == kMaxGroups) {
+          ungrouped = true;
+          continue;
+        }
+        *g = WeightGroup{w, Leader::Empty(), Leader::Empty()};
+        ++group_count;
+      }
+      g->all.Offer(z[i - begin], i);
+    }
+  }
+  st.group_count = group_count;
+  st.ungrouped = ungrouped;
+  st.total_load = total_load;
+  st.load_overflow = load_overflow;
+  st.total_weight = total_weight;
+}
+
+}  // namespace poise::detail
+
+#endif  // POISE_DETAIL_PASS_H_
