@@ -65,7 +65,7 @@ struct PassState {
   bool ungrouped = false;  // some eligible weight found no slot in `groups`
   uint64_t total_load = 0;
   bool load_overflow = false;  // the sampled loads' sum wrapped
-  uint64_t total_weight = 0;   // eligible weights (n < 2^32: no wrap)
+  uint64_t total_weight = 0;   // eligible weights (kBounded)
 };
 
 // Where a bounded pass keeps what the room search needs (each holds size()
@@ -83,7 +83,7 @@ template <bool kBounded, typename Field>
 void RunPass(const Field& field, const Kept& kept, PassState& st) {
   constexpr size_t kChunk = 64;
   uint64_t chunk[kChunk];
-  uint64_t total_load = 0, total_weight = 0;
+  uint64_t total_load = 0;
   bool load_overflow = false, ungrouped = false;
   size_t group_count = 0;
   WeightGroup* const groups = st.groups;
@@ -100,7 +100,6 @@ void RunPass(const Field& field, const Kept& kept, PassState& st) {
         kept.loads[i] = sampled;
         load_overflow |=
             __builtin_add_overflow(total_load, sampled, &total_load);
-        total_weight += w;
       }
       WeightGroup* g = groups;
       WeightGroup* const last = groups + group_count;
@@ -120,7 +119,22 @@ void RunPass(const Field& field, const Kept& kept, PassState& st) {
   st.ungrouped = ungrouped;
   st.total_load = total_load;
   st.load_overflow = load_overflow;
-  st.total_weight = total_weight;
+  if constexpr (kBounded) {
+    // The eligible weights' sum, from the groups' counts rather than one
+    // more running sum in the loop (which ran short of registers). n < 2^32
+    // candidates of weight < 2^32: no wrap.
+    uint64_t total_weight = 0;
+    for (size_t k = 0; k < group_count; ++k) {
+      total_weight += uint64_t{groups[k].weight} * groups[k].all.count;
+    }
+    if (ungrouped) {
+      total_weight = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (field.eligible(i)) total_weight += field.weight(i);
+      }
+    }
+    st.total_weight = total_weight;
+  }
 }
 
 }  // namespace poise::detail
