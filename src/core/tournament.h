@@ -112,10 +112,18 @@ struct Outcome {
 // the contract's Score(z, weight)) or exactly.
 // Trivially constructible (the contest arrays are not cleared).
 struct Contender {
-  double approx;
-  Rank rank;  // rank.score is valid only when `exact`
+  double approx;  // NaN until Score()d (a lone contender needs no score)
+  Rank rank;      // rank.score is valid only when `exact`
   bool exact;
+
+  // Fills `approx`; returns it.
+  double Scored() {
+    if (std::isnan(approx)) approx = ApproxScore(rank.z, rank.weight);
+    return approx;
+  }
 };
+
+inline constexpr double kUnscored = std::numeric_limits<double>::quiet_NaN();
 
 // Picks the best of `c[0..count)` by Rank::Precedes. The approximation
 // settles it when the approximate leader is more than 2 * margin ahead of
@@ -123,6 +131,9 @@ struct Contender {
 // their exact contract score and the contract's full order decides.
 // Returns the winner's position in `c`.
 inline size_t Contest(Contender* c, size_t count, double margin, Outcome& out) {
+  // One contender (a cluster of one weight) wins without a logarithm.
+  if (count == 1) return 0;
+  for (size_t k = 0; k < count; ++k) c[k].Scored();
   size_t lead = 0;
   for (size_t k = 1; k < count; ++k) {
     if (c[k].approx < c[lead].approx) lead = k;
@@ -251,10 +262,14 @@ Outcome Finish(const Field& field, detail::PassState& pass,
   };
   // A group's leader as a contender: approximately scored when the z argmax
   // is decisive, else the group re-ranked exactly.
+  // With one weight there is nothing to compare across weights: no
+  // logarithm (a cold libm call costs a few hundred cycles inside a channel).
+  const bool lone = group_count == 1 && !pass.ungrouped;
   auto contender = [&](size_t k, const Leader& l, bool room) {
     const uint32_t w = groups[k].weight;
     if (Decisive(l)) {
-      return Contender{ApproxScore(l.z, w), Rank{0, l.z, w, l.index}, false};
+      return Contender{lone ? kUnscored : ApproxScore(l.z, w),
+                       Rank{0, l.z, w, l.index}, false};
     }
     const Rank best = exact(k, room);
     return Contender{best.score, best, true};
@@ -372,7 +387,7 @@ Outcome Finish(const Field& field, detail::PassState& pass,
       if (open_count == 0) break;
       double ahead = std::numeric_limits<double>::infinity();
       for (size_t c = 0; c < room_count; ++c) {
-        ahead = std::min(ahead, room[c].approx);
+        ahead = std::min(ahead, room[c].Scored());
       }
       still = 0;
       for (size_t o = 0; o < open_count; ++o) {
