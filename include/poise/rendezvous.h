@@ -39,6 +39,18 @@ namespace detail {
 // KeyHash::state() (the core's hashing kernels; other slots unspecified).
 void HashIdentities(uint64_t key_state, const Candidate* c, size_t n,
                     uint64_t* z);
+
+// z[k] for candidate begin + k, k < end - begin: through `table` when there is
+// one (built from the identities of c), else from the identities.
+inline void HashRange(uint64_t key_state, const Candidate* c,
+                      const IdentityTable* table, size_t begin, size_t end,
+                      uint64_t* z) {
+  if (table != nullptr) {
+    table->MixedRange(key_state, begin, end, z);
+  } else {
+    HashIdentities(key_state, c + begin, end - begin, z);
+  }
+}
 }  // namespace detail
 
 enum class PickError : uint8_t {
@@ -139,12 +151,13 @@ class DecisionScratch final {
   }
   // Returns the retained memory to the allocator.
   void Release() {
-    for (auto* v : {&loads_, &hashes_}) {
-      v->clear();
-      v->shrink_to_fit();
-    }
-    survivors_.clear();
-    survivors_.shrink_to_fit();
+    auto drop = [](auto& v) {
+      v.clear();
+      v.shrink_to_fit();
+    };
+    drop(loads_);
+    drop(hashes_);
+    drop(survivors_);
   }
 
  private:
@@ -238,11 +251,7 @@ class BoundedLoadRendezvous final {
     bool eligible(size_t i) const { return candidates[i].IsEligible(); }
     uint32_t weight(size_t i) const { return candidates[i].weight; }
     void Hash(size_t begin, size_t end, uint64_t* z) const {
-      if (table != nullptr) {
-        table->MixedRange(key_state, begin, end, z);
-      } else {
-        detail::HashIdentities(key_state, candidates + begin, end - begin, z);
-      }
+      detail::HashRange(key_state, candidates, table, begin, end, z);
     }
     uint64_t load(size_t i) const { return static_cast<uint64_t>(load_fn(i)); }
   };

@@ -55,12 +55,7 @@ struct Field {
   bool eligible(size_t i) const { return data[i].IsEligible(); }
   uint32_t weight(size_t i) const { return data[i].weight; }
   void Hash(size_t begin, size_t end, uint64_t* z) const {
-    if (table != nullptr) {
-      table->MixedRange(key.state(), begin, end, z);
-      return;
-    }
-    internal::HashCandidates(key.state(), candidates.data() + begin,
-                             end - begin, z);
+    detail::HashRange(key.state(), data, table, begin, end, z);
   }
   uint64_t Z(size_t i) const {
     return table != nullptr ? table->Mixed(key.state(), i)
@@ -81,26 +76,32 @@ struct Field {
 
 }  // namespace
 
-Result<size_t> WeightedRendezvous::Pick(
-    std::string_view key, const std::vector<Candidate>& candidates) {
+namespace {
+
+// Pick, hashing the identities (table == nullptr) or through a table.
+Result<size_t> PickWith(std::string_view key,
+                        const std::vector<Candidate>& candidates,
+                        const IdentityTable* table) {
   if (candidates.empty()) return PickError::kEmpty;
   const KeyHash hash(key);
   const internal::Outcome out =
-      internal::RunTournament<false>(Field{hash, candidates});
+      internal::RunTournament<false>(Field{hash, candidates, table});
   if (!out.found) return PickError::kNoEligibleCandidates;
   return out.affinity.index;
+}
+
+}  // namespace
+
+Result<size_t> WeightedRendezvous::Pick(
+    std::string_view key, const std::vector<Candidate>& candidates) {
+  return PickWith(key, candidates, nullptr);
 }
 
 Result<size_t> WeightedRendezvous::Pick(
     std::string_view key, const std::vector<Candidate>& candidates,
     const IdentityTable& table) {
-  if (candidates.empty()) return PickError::kEmpty;
   if (table.size() != candidates.size()) return PickError::kTableMismatch;
-  const KeyHash hash(key);
-  const internal::Outcome out =
-      internal::RunTournament<false>(Field{hash, candidates, &table});
-  if (!out.found) return PickError::kNoEligibleCandidates;
-  return out.affinity.index;
+  return PickWith(key, candidates, &table);
 }
 
 Result<std::vector<Rank>> WeightedRendezvous::Ranking(
