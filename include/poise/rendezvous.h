@@ -162,6 +162,7 @@ class DecisionScratch final {
 
  private:
   friend class BoundedLoadRendezvous;
+  friend class PreparedCandidates;
 
   void Resize(size_t n) {
     loads_.resize(n);

@@ -36,20 +36,10 @@
 
 namespace poise::internal {
 
-// True when every z' <= z_other provably ranks after z_max at equal weight.
-inline bool Separated(uint64_t z_max, uint64_t z_other) {
-  const uint64_t s_max = (z_max >> 11) + 1;
-  const uint64_t s = (z_other >> 11) + 1;
-  return s_max - s > (s_max >> 30);
-}
-
+using detail::Decisive;
 using detail::kNone;
 using detail::Leader;
-
-// The leader is the group's best by Rank::Precedes without any logarithm.
-inline bool Decisive(const Leader& l) {
-  return l.index != kNone && (l.count <= 1 || Separated(l.z, l.runner_up));
-}
+using detail::Separated;
 
 // Comparing leaders of different weights without the contract logarithm.
 //

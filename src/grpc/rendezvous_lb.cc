@@ -24,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
+#include "poise/prepared_candidates.h"
 #include "poise/rendezvous.h"
 #include "src/core/lib/address_utils/sockaddr_utils.h"
 #include "src/core/lib/channel/channel_args.h"
@@ -59,6 +60,7 @@ using grpc_core::ServerAddress;
 using grpc_core::SubchannelInterface;
 using poise::Candidate;
 using poise::IdentityTable;
+using poise::PreparedCandidates;
 
 // The channel's target, as the client channel sets it (GRPC_ARG_SERVER_URI).
 constexpr char kServerUriArg[] = "grpc.server_uri";
@@ -153,12 +155,11 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
         track_load_(config_->config().bounded ||
                     config_->config().max_in_flight_per_backend != 0),
         entries_(std::move(entries)),
-        table_(table != nullptr ? std::move(table)
-                                : std::make_shared<const IdentityTable>()),
+        all_(CandidatesOf(entries_, /*ready_only=*/false), table),
+        ready_(CandidatesOf(entries_, /*ready_only=*/true), std::move(table)),
         stats_(std::move(stats)) {
     for (const PickEntry& e : entries_) {
-      all_.push_back(Candidate{e.identity, e.weight, true});
-      ready_.push_back(Candidate{e.identity, e.weight, e.ready});
+      counters_.push_back(&e.cell->in_flight);
       any_pending_ |= e.pending;
     }
   }
@@ -166,6 +167,17 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
   PickResult Pick(PickArgs args) override;
 
  private:
+  static std::vector<Candidate> CandidatesOf(
+      const std::vector<PickEntry>& entries, bool ready_only) {
+    std::vector<Candidate> candidates;
+    candidates.reserve(entries.size());
+    for (const PickEntry& e : entries) {
+      candidates.push_back(
+          Candidate{e.identity, e.weight, !ready_only || e.ready});
+    }
+    return candidates;
+  }
+
   // The core's scratch is per thread: the picker itself stays immutable.
   static DecisionScratch& Scratch() {
     thread_local DecisionScratch scratch;
@@ -184,7 +196,7 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
   // Whether the key's owner among all backends is waiting for its first
   // connection (then the key waits too, rather than land elsewhere).
   bool OwnerIsPending(std::string_view key) const {
-    const Result<size_t> owner = WeightedRendezvous::Pick(key, all_, *table_);
+    const Result<size_t> owner = all_.Pick(key);
     return owner.ok() && entries_[owner.value()].pending;
   }
   PickResult Complete(size_t index, bool spilled, InFlightGuard guard) const;
@@ -199,11 +211,12 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
   const BoundedLoadRendezvous bounded_;
   const bool track_load_;
   const std::vector<PickEntry> entries_;
-  std::vector<Candidate> all_;    // every backend: who owns the key
-  std::vector<Candidate> ready_;  // READY backends: who may serve it
-  // The entries' identities hashed ahead, shared with every picker of the
-  // same backend list; all_, ready_ and PickWithinLimit's copies match it.
-  const std::shared_ptr<const IdentityTable> table_;
+  // Both over the entries' identities hashed ahead (an IdentityTable shared
+  // with every picker of the same backend list).
+  const PreparedCandidates all_;    // every backend: who owns the key
+  const PreparedCandidates ready_;  // READY backends: who may serve it
+  // entries_[i].cell->in_flight, in one array: a bounded pick reads them all.
+  std::vector<const InFlightCounter*> counters_;
   // Whether some owner could make its keys wait. Without one, the owner's
   // state never changes the answer (READY: it leads the READY order; failed:
   // its keys go to their next READY choice), so the owner is not computed.
@@ -258,7 +271,7 @@ RendezvousPicker::PickResult RendezvousPicker::PickUnbounded(
   // Rule: the owner over every backend decides. A pending owner holds its
   // keys (queue); a failed one passes them to their next READY choice.
   if (keyed && any_pending_ && OwnerIsPending(key)) return PickResult::Queue();
-  const Result<size_t> chosen = WeightedRendezvous::Pick(key, ready_, *table_);
+  const Result<size_t> chosen = ready_.Pick(key);
   if (!chosen.ok()) return Fail(RouteError(chosen.error()));
   if (!track_load_) return Complete(chosen.value(), false, InFlightGuard());
   InFlightGuard guard = InFlightGuard::TryAcquireWithin(
@@ -273,9 +286,8 @@ RendezvousPicker::PickResult RendezvousPicker::PickUnbounded(
 RendezvousPicker::PickResult RendezvousPicker::PickBounded(std::string_view key,
                                                            bool keyed) {
   if (keyed && any_pending_ && OwnerIsPending(key)) return PickResult::Queue();
-  const Result<Decision> decision = bounded_.Decide(
-      key, ready_, *table_,
-      [this](size_t i) { return entries_[i].cell->in_flight.Load(); },
+  const Result<Decision> decision = ready_.Decide(
+      bounded_, key, [this](size_t i) { return counters_[i]->Load(); },
       Scratch());
   if (!decision.ok()) {
     return Fail(RouteError(decision.error()));
@@ -293,25 +305,24 @@ RendezvousPicker::PickResult RendezvousPicker::PickWithinLimit(
     std::string_view key, size_t affinity) {
   const uint64_t limit = config_->config().max_in_flight_per_backend;
   thread_local std::vector<Candidate> candidates;
-  candidates = ready_;
+  candidates = ready_.candidates();
   for (;;) {
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (candidates[i].eligible &&
-          entries_[i].cell->in_flight.Load() >= limit) {
+          counters_[i]->Load() >= limit) {
         candidates[i].eligible = false;
       }
     }
     size_t selection;
     if (config_->config().bounded) {
       const Result<Decision> d = bounded_.Decide(
-          key, candidates, *table_,
-          [this](size_t i) { return entries_[i].cell->in_flight.Load(); },
-          Scratch());
+          key, candidates, ready_.table(),
+          [this](size_t i) { return counters_[i]->Load(); }, Scratch());
       if (!d.ok()) break;
       selection = d.value().selection;
     } else {
       const Result<size_t> owner =
-          WeightedRendezvous::Pick(key, candidates, *table_);
+          WeightedRendezvous::Pick(key, candidates, ready_.table());
       if (!owner.ok()) break;
       selection = owner.value();
     }

@@ -47,6 +47,20 @@ struct Leader {
   }
 };
 
+// True when every z' <= z_other provably ranks after z_max at equal weight
+// (src/core/tournament.h has the argument).
+inline bool Separated(uint64_t z_max, uint64_t z_other) {
+  const uint64_t s_max = (z_max >> 11) + 1;
+  const uint64_t s = (z_other >> 11) + 1;
+  return s_max - s > (s_max >> 30);
+}
+
+// Whether a weight group's leader is its best member by the contract's order
+// with no logarithm: it exists and nobody else comes near it.
+inline bool Decisive(const Leader& l) {
+  return l.index != kNone && (l.count <= 1 || Separated(l.z, l.runner_up));
+}
+
 // The candidates of one weight. `room` is filled after the pass, when the
 // total load is known.
 struct alignas(16) WeightGroup {

@@ -1,0 +1,100 @@
+// A candidate list prepared once for many decisions (a picker's snapshot).
+//
+// It answers exactly as WeightedRendezvous::Pick and
+// BoundedLoadRendezvous::Decide with an IdentityTable do, with a short path
+// for the common cluster whose eligible candidates all have one weight. There
+// the contract's order is the order of z alone (src/core/tournament.h proves
+// it for a leader clear of its runner-up), so a pick is one loop over the
+// eligible candidates (hash, compare), with no weight groups, no logarithm
+// and, when the owner has room, no room search. What matters is less the
+// instructions saved than the code and data a pick touches: inside an RPC
+// stack both are cold at every call (docs/bench-e2e.md). Anything else (mixed
+// weights, a near-tie between the two largest z, a full owner) takes the
+// general path and gets the same answer.
+#ifndef POISE_PREPARED_CANDIDATES_H_
+#define POISE_PREPARED_CANDIDATES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "poise/detail/pass.h"
+#include "poise/hash.h"
+#include "poise/identity_table.h"
+#include "poise/rendezvous.h"
+
+namespace poise {
+
+class PreparedCandidates final {
+ public:
+  // `table` must hold the identities of `candidates`, in order; with a
+  // missing or different table every decision fails with kTableMismatch.
+  // Identities stay borrowed, as in Candidate.
+  PreparedCandidates(std::vector<Candidate> candidates,
+                     std::shared_ptr<const IdentityTable> table);
+
+  const std::vector<Candidate>& candidates() const { return candidates_; }
+  const IdentityTable& table() const { return *table_; }
+  // Whether decisions can take the short path (every eligible candidate has
+  // one weight); for tests and benchmarks.
+  bool one_weight() const { return weight_ != 0; }
+
+  // WeightedRendezvous::Pick(key, candidates(), table()).
+  Result<size_t> Pick(std::string_view key) const;
+
+  // bounded.Decide(key, candidates(), table(), load, scratch): the same
+  // answer, with `load` sampled exactly once per eligible candidate.
+  template <typename LoadFn>
+  Result<Decision> Decide(const BoundedLoadRendezvous& bounded,
+                          std::string_view key, LoadFn&& load,
+                          DecisionScratch& scratch) const {
+    if (weight_ == 0) {
+      return bounded.Decide(key, candidates_, *table_, load, scratch);
+    }
+    const size_t n = candidates_.size();
+    if (!scratch.Reserve(n)) return PickError::kScratchCapacityExceeded;
+    scratch.Resize(n);  // within capacity: never allocates
+    uint64_t* const loads = scratch.loads_.data();
+    const uint64_t key_state = KeyHash(key).state();
+    detail::Leader lead = detail::Leader::Empty();
+    uint64_t total_load = 0;
+    bool overflow = false;
+    for (const uint32_t i : eligible_) {
+      const auto sampled = static_cast<uint64_t>(load(size_t{i}));
+      loads[i] = sampled;
+      overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
+      lead.Offer(table_->Mixed(key_state, i), i);
+    }
+    if (overflow || total_load == UINT64_MAX) return PickError::kLoadOverflow;
+    if (detail::Decisive(lead)) {
+      // The owner; with room it is also the selection (load < capacity is
+      // the general path's room test, exact in integers).
+      const size_t owner = lead.index;
+      const uint64_t capacity = BoundedLoadRendezvous::Capacity(
+          bounded.factor_percent(), total_load, weight_, total_weight_);
+      if (loads[owner] < capacity) {
+        return Decision{owner, owner, false, loads[owner], capacity};
+      }
+    }
+    // The general path, on the loads sampled above (it rewrites each slot
+    // with the value it reads from it).
+    return bounded.Decide(
+        key, candidates_, *table_, [loads](size_t i) { return loads[i]; },
+        scratch);
+  }
+
+ private:
+  std::vector<Candidate> candidates_;
+  std::shared_ptr<const IdentityTable> table_;
+  // The short path's data, set only when every eligible candidate has one
+  // weight, their sum fits in 32 bits and the table matches.
+  std::vector<uint32_t> eligible_;  // ascending, as the contract visits them
+  uint32_t weight_ = 0;             // 0: always the general path
+  uint32_t total_weight_ = 0;
+};
+
+}  // namespace poise
+
+#endif  // POISE_PREPARED_CANDIDATES_H_

@@ -1,0 +1,47 @@
+#include "poise/prepared_candidates.h"
+
+#include <utility>
+
+namespace poise {
+
+PreparedCandidates::PreparedCandidates(
+    std::vector<Candidate> candidates,
+    std::shared_ptr<const IdentityTable> table)
+    : candidates_(std::move(candidates)),
+      table_(table != nullptr ? std::move(table)
+                              : std::make_shared<const IdentityTable>()) {
+  const size_t n = candidates_.size();
+  if (table_->size() != n || n > UINT32_MAX) return;
+  uint32_t weight = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Candidate& c = candidates_[i];
+    if (!c.IsEligible()) continue;
+    if (weight != 0 && c.weight != weight) {
+      eligible_.clear();
+      return;
+    }
+    weight = c.weight;
+    eligible_.push_back(static_cast<uint32_t>(i));
+  }
+  const uint64_t total_weight = uint64_t{weight} * eligible_.size();
+  if (eligible_.empty() || total_weight > UINT32_MAX) {
+    eligible_.clear();  // the general path reports these cases
+    return;
+  }
+  weight_ = weight;
+  total_weight_ = static_cast<uint32_t>(total_weight);
+}
+
+Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
+  if (weight_ != 0) {
+    const uint64_t key_state = KeyHash(key).state();
+    detail::Leader lead = detail::Leader::Empty();
+    for (const uint32_t i : eligible_) {
+      lead.Offer(table_->Mixed(key_state, i), i);
+    }
+    if (detail::Decisive(lead)) return lead.index;
+  }
+  return WeightedRendezvous::Pick(key, candidates_, *table_);
+}
+
+}  // namespace poise

@@ -1,0 +1,195 @@
+// PreparedCandidates against the general path (itself checked against the
+// reference in the other core tests) and the reference: the one-weight short
+// path must give the same owner, the same decision and the same errors, and
+// sample each eligible load exactly once, on every input.
+#include "poise/prepared_candidates.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "poise/identity_table.h"
+#include "poise/rendezvous.h"
+#include "reference.h"
+#include "test_util.h"
+
+namespace poise {
+namespace {
+
+std::shared_ptr<const IdentityTable> TableOf(
+    const std::vector<Candidate>& candidates) {
+  return std::make_shared<const IdentityTable>(candidates);
+}
+
+void ExpectSame(const Result<size_t>& got, const Result<size_t>& want) {
+  ASSERT_EQ(got.ok(), want.ok());
+  if (want.ok()) {
+    EXPECT_EQ(got.value(), want.value());
+  } else {
+    EXPECT_EQ(got.error(), want.error());
+  }
+}
+
+void ExpectSame(const Result<Decision>& got, const Result<Decision>& want) {
+  ASSERT_EQ(got.ok(), want.ok());
+  if (!want.ok()) {
+    EXPECT_EQ(got.error(), want.error());
+    return;
+  }
+  const Decision& g = got.value();
+  const Decision& w = want.value();
+  EXPECT_EQ(g.affinity, w.affinity);
+  EXPECT_EQ(g.selection, w.selection);
+  EXPECT_EQ(g.spilled, w.spilled);
+  EXPECT_EQ(g.selected_load, w.selected_load);
+  EXPECT_EQ(g.selected_capacity, w.selected_capacity);
+}
+
+// Random lists of every shape the short path must either serve or refuse:
+// one weight (most lists), mixed weights, ineligible members, duplicate
+// identities (equal z: a near-tie the short path must hand over), loads from
+// idle to saturated (a full owner), against keys of every length.
+TEST(PreparedCandidates, EqualsTheGeneralPathOnRandomLists) {
+  std::mt19937_64 rng(20261201);
+  size_t picks = 0, short_lists = 0, spills = 0;
+  for (int list = 0; list < 3000; ++list) {
+    const size_t n = 1 + rng() % 60;
+    const bool one_weight = rng() % 4 != 0;
+    const auto common = static_cast<uint32_t>(1 + rng() % 1000);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < n; ++i) {
+      const bool duplicate = i > 0 && rng() % 16 == 0;
+      names.push_back(duplicate ? names[rng() % i]
+                                : "10.0.0." + std::to_string(i) + ":50051");
+    }
+    std::vector<Candidate> candidates;
+    for (size_t i = 0; i < n; ++i) {
+      const auto weight =
+          one_weight ? common : static_cast<uint32_t>(1 + rng() % 4);
+      candidates.push_back({names[i], rng() % 10 == 0 ? 0u : weight,
+                            rng() % 8 != 0});
+    }
+    const PreparedCandidates prepared(candidates, TableOf(candidates));
+    const IdentityTable& table = prepared.table();
+    short_lists += prepared.one_weight();
+    // Saturation from none to most: about `busy` of the members are full.
+    const auto factor = static_cast<uint32_t>(100 + rng() % 120);
+    const auto bounded = *BoundedLoadRendezvous::Create(factor);
+    const size_t busy = rng() % (n + 1);
+    std::vector<uint64_t> loads(n);
+    for (size_t i = 0; i < n; ++i) loads[i] = i < busy ? 3 + rng() % 5 : 0;
+    DecisionScratch scratch_a, scratch_b;
+    for (int k = 0; k < 200; ++k) {
+      const std::string key = "session-" + std::to_string(rng() % 100000);
+      ExpectSame(prepared.Pick(key),
+                 WeightedRendezvous::Pick(key, candidates, table));
+      std::vector<int> sampled(n, 0);
+      const Result<Decision> got = prepared.Decide(
+          bounded, key,
+          [&](size_t i) {
+            ++sampled[i];
+            return loads[i];
+          },
+          scratch_a);
+      ExpectSame(got, bounded.Decide(
+                          key, candidates, table,
+                          [&](size_t i) { return loads[i]; }, scratch_b));
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(sampled[i], candidates[i].IsEligible() ? 1 : 0) << i;
+      }
+      spills += got.ok() && got.value().spilled;
+      ++picks;
+      if (HasFatalFailure()) return;
+    }
+  }
+  EXPECT_EQ(picks, 600000u);
+  EXPECT_GT(short_lists, 1500u);  // the short path was exercised...
+  EXPECT_GT(spills, 10000u);      // ...and so was the hand-over
+}
+
+// The short path against the contract itself (not only the general path),
+// on one-weight lists with unequal loads.
+TEST(PreparedCandidates, OneWeightAnswersAreTheReferences) {
+  std::mt19937_64 rng(7);
+  for (int list = 0; list < 200; ++list) {
+    std::vector<reference::Backend> backends = test_util::Backends(
+        {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}, "backend-" + std::to_string(list));
+    for (auto& b : backends) b.load = rng() % 4;
+    const std::vector<Candidate> candidates = test_util::View(backends);
+    const PreparedCandidates prepared(candidates, TableOf(candidates));
+    ASSERT_TRUE(prepared.one_weight());
+    const auto bounded = *BoundedLoadRendezvous::Create(125);
+    DecisionScratch scratch;
+    for (int k = 0; k < 50; ++k) {
+      const std::string key = std::to_string(rng());
+      const auto want = reference::Decide(key, backends, 125);
+      ASSERT_TRUE(want.has_value());
+      ASSERT_EQ(prepared.Pick(key).value(), want->affinity);
+      const Result<Decision> got = prepared.Decide(
+          bounded, key, [&](size_t i) { return backends[i].load; }, scratch);
+      ASSERT_TRUE(got.ok());
+      EXPECT_EQ(got.value().affinity, want->affinity);
+      EXPECT_EQ(got.value().selection, want->selection);
+    }
+  }
+}
+
+TEST(PreparedCandidates, ShortPathOnlyForOneWeightThatFits) {
+  const std::vector<Candidate> equal = {{"a", 3}, {"b", 3}, {"c", 7, false}};
+  EXPECT_TRUE(PreparedCandidates(equal, TableOf(equal)).one_weight());
+  const std::vector<Candidate> mixed = {{"a", 3}, {"b", 4}};
+  EXPECT_FALSE(PreparedCandidates(mixed, TableOf(mixed)).one_weight());
+  // Weights summing past 2^32 - 1: the general path reports the overflow.
+  const std::vector<Candidate> heavy = {{"a", 3000000000u}, {"b", 3000000000u}};
+  const PreparedCandidates prepared_heavy(heavy, TableOf(heavy));
+  EXPECT_FALSE(prepared_heavy.one_weight());
+  DecisionScratch scratch;
+  const auto bounded = *BoundedLoadRendezvous::Create(150);
+  const Result<Decision> d =
+      prepared_heavy.Decide(bounded, "k", [](size_t) { return 0; }, scratch);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error(), PickError::kWeightOverflow);
+}
+
+TEST(PreparedCandidates, ErrorsAreTheGeneralPaths) {
+  DecisionScratch scratch;
+  const auto bounded = *BoundedLoadRendezvous::Create(150);
+  auto idle = [](size_t) { return uint64_t{0}; };
+  // Empty, none eligible, table of another list, no table.
+  const std::vector<Candidate> none = {};
+  const PreparedCandidates empty(none, TableOf(none));
+  EXPECT_EQ(empty.Pick("k").error(), PickError::kEmpty);
+  EXPECT_EQ(empty.Decide(bounded, "k", idle, scratch).error(),
+            PickError::kEmpty);
+  const std::vector<Candidate> off = {{"a", 1, false}, {"b", 0}};
+  const PreparedCandidates ineligible(off, TableOf(off));
+  EXPECT_EQ(ineligible.Pick("k").error(), PickError::kNoEligibleCandidates);
+  EXPECT_EQ(ineligible.Decide(bounded, "k", idle, scratch).error(),
+            PickError::kNoEligibleCandidates);
+  const std::vector<Candidate> two = {{"a", 1}, {"b", 1}};
+  const std::vector<Candidate> three = {{"a", 1}, {"b", 1}, {"c", 1}};
+  const PreparedCandidates mismatched(two, TableOf(three));
+  EXPECT_FALSE(mismatched.one_weight());
+  EXPECT_EQ(mismatched.Pick("k").error(), PickError::kTableMismatch);
+  EXPECT_EQ(mismatched.Decide(bounded, "k", idle, scratch).error(),
+            PickError::kTableMismatch);
+  const PreparedCandidates untabled(two, nullptr);
+  EXPECT_EQ(untabled.Pick("k").error(), PickError::kTableMismatch);
+  // Loads summing past 2^64 - 1 on the short path.
+  const PreparedCandidates prepared(two, TableOf(two));
+  ASSERT_TRUE(prepared.one_weight());
+  const Result<Decision> d = prepared.Decide(
+      bounded, "k", [](size_t) { return UINT64_MAX / 2 + 1; }, scratch);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error(), PickError::kLoadOverflow);
+  // A scratch that may not grow.
+  DecisionScratch small(1);
+  EXPECT_EQ(prepared.Decide(bounded, "k", idle, small).error(),
+            PickError::kScratchCapacityExceeded);
+}
+
+}  // namespace
+}  // namespace poise
