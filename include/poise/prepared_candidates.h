@@ -50,9 +50,7 @@ class PreparedCandidates final {
   Result<Decision> Decide(const BoundedLoadRendezvous& bounded,
                           std::string_view key, LoadFn&& load,
                           DecisionScratch& scratch) const {
-    if (weight_ == 0) {
-      return bounded.Decide(key, candidates_, *table_, load, scratch);
-    }
+    if (weight_ == 0) return DecideGeneral(bounded, key, load, scratch);
     const size_t n = candidates_.size();
     if (!scratch.Reserve(n)) return PickError::kScratchCapacityExceeded;
     scratch.Resize(n);  // within capacity: never allocates
@@ -78,14 +76,24 @@ class PreparedCandidates final {
         return Decision{owner, owner, false, loads[owner], capacity};
       }
     }
-    // The general path, on the loads sampled above (it rewrites each slot
-    // with the value it reads from it).
-    return bounded.Decide(
-        key, candidates_, *table_, [loads](size_t i) { return loads[i]; },
-        scratch);
+    return HandOver(bounded, key, scratch);
   }
 
  private:
+  // Mixed weights: the general path (out of line, so that the short path's
+  // code stays a few contiguous cache lines).
+  template <typename LoadFn>
+  [[gnu::noinline]] Result<Decision> DecideGeneral(
+      const BoundedLoadRendezvous& bounded, std::string_view key, LoadFn& load,
+      DecisionScratch& scratch) const {
+    return bounded.Decide(key, candidates_, *table_, load, scratch);
+  }
+  // The general path, on the loads the short path sampled into `scratch`.
+  // Out of line: with one weight it runs only for a full owner or a near-tie.
+  [[gnu::noinline, gnu::cold]] Result<Decision> HandOver(
+      const BoundedLoadRendezvous& bounded, std::string_view key,
+      DecisionScratch& scratch) const;
+
   std::vector<Candidate> candidates_;
   std::shared_ptr<const IdentityTable> table_;
   // The short path's data, set only when every eligible candidate has one

@@ -44,4 +44,14 @@ Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
   return WeightedRendezvous::Pick(key, candidates_, *table_);
 }
 
+Result<Decision> PreparedCandidates::HandOver(
+    const BoundedLoadRendezvous& bounded, std::string_view key,
+    DecisionScratch& scratch) const {
+  // Decide rewrites each load slot with the value it reads from it.
+  const uint64_t* const loads = scratch.loads_.data();
+  return bounded.Decide(
+      key, candidates_, *table_, [loads](size_t i) { return loads[i]; },
+      scratch);
+}
+
 }  // namespace poise

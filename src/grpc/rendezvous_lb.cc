@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -93,8 +94,13 @@ class RendezvousLbConfig final : public LoadBalancingPolicy::Config {
 // ---------------------------------------------------------------------------
 // Picker snapshot
 
+// Rare paths of a pick: out of line and apart from the hot code, because a
+// pick runs with cold caches (between two calls gRPC runs tens of thousands of
+// instructions) and every cache line of code it spans costs a miss.
+#define POISE_COLD ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD
+
 // Why the core could not route, in the terms of the config a user can change.
-absl::Status RouteError(PickError error) {
+POISE_COLD absl::Status RouteError(PickError error) {
   if (error == PickError::kWeightOverflow) {
     return absl::InternalError(
         "poise: cannot route: the READY backends' weights sum past "
@@ -184,7 +190,7 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
     return scratch;
   }
 
-  PickResult Fail(absl::Status status) const {
+  POISE_COLD PickResult Fail(absl::Status status) const {
     stats_->failed_picks.fetch_add(1, std::memory_order_relaxed);
     POISE_TRACE("[poise %p] pick failed: %s", policy_,
                 status.ToString().c_str());
@@ -195,16 +201,19 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
 
   // Whether the key's owner among all backends is waiting for its first
   // connection (then the key waits too, rather than land elsewhere).
-  bool OwnerIsPending(std::string_view key) const {
+  POISE_COLD bool OwnerIsPending(std::string_view key) const {
     const Result<size_t> owner = all_.Pick(key);
     return owner.ok() && entries_[owner.value()].pending;
   }
   PickResult Complete(size_t index, bool spilled, InFlightGuard guard) const;
+  POISE_COLD void TracePick(size_t index, bool spilled) const;
   PickResult PickUnbounded(std::string_view key, bool keyed);
   PickResult PickBounded(std::string_view key, bool keyed);
+  // A call without the header: fails or routes a random key (missingKey).
+  POISE_COLD PickResult PickWithoutKey();
   // The slow path of a configured hard limit: retries without the backends
   // found at it.
-  PickResult PickWithinLimit(std::string_view key, size_t affinity);
+  POISE_COLD PickResult PickWithinLimit(std::string_view key, size_t affinity);
 
   const void* policy_;
   RefCountedPtr<RendezvousLbConfig> config_;
@@ -227,28 +236,38 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
 RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
   const RendezvousConfig& config = config_->config();
   std::string buffer;
-  absl::optional<absl::string_view> header =
+  const absl::optional<absl::string_view> header =
       args.initial_metadata->Lookup(config.hash_header, &buffer);
-  std::string random_key;
-  if (!header.has_value()) {
-    stats_->missing_key.fetch_add(1, std::memory_order_relaxed);
-    if (config.missing_key == MissingKey::kFail) {
-      return Fail(absl::InternalError(
-          absl::StrCat("poise: the call has no \"", config.hash_header,
-                       "\" header and missingKey is FAIL")));
-    }
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    random_key = absl::StrCat(absl::Hex(rng(), absl::kZeroPad16));
-  }
-  const bool keyed = header.has_value();
-  const std::string_view key =
-      keyed ? std::string_view(header->data(), header->size()) : random_key;
+  if (!header.has_value()) return PickWithoutKey();
+  const std::string_view key(header->data(), header->size());
   // The tracker is owned by the returned PickResult; the analyzer loses it
   // in absl::variant's move.
   // NOLINTBEGIN(clang-analyzer-cplusplus.NewDeleteLeaks)
-  return config.bounded ? PickBounded(key, keyed) : PickUnbounded(key, keyed);
+  return config.bounded ? PickBounded(key, true) : PickUnbounded(key, true);
 }
 // NOLINTEND(clang-analyzer-cplusplus.NewDeleteLeaks)
+
+RendezvousPicker::PickResult RendezvousPicker::PickWithoutKey() {
+  const RendezvousConfig& config = config_->config();
+  stats_->missing_key.fetch_add(1, std::memory_order_relaxed);
+  if (config.missing_key == MissingKey::kFail) {
+    return Fail(absl::InternalError(
+        absl::StrCat("poise: the call has no \"", config.hash_header,
+                     "\" header and missingKey is FAIL")));
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::string random_key =
+      absl::StrCat(absl::Hex(rng(), absl::kZeroPad16));
+  // NOLINTBEGIN(clang-analyzer-cplusplus.NewDeleteLeaks)
+  return config.bounded ? PickBounded(random_key, false)
+                        : PickUnbounded(random_key, false);
+}
+// NOLINTEND(clang-analyzer-cplusplus.NewDeleteLeaks)
+
+void RendezvousPicker::TracePick(size_t index, bool spilled) const {
+  gpr_log(GPR_INFO, "[poise %p] pick -> %s%s", policy_,
+          entries_[index].identity.c_str(), spilled ? " (spilled)" : "");
+}
 
 RendezvousPicker::PickResult RendezvousPicker::Complete(
     size_t index, bool spilled, InFlightGuard guard) const {
@@ -259,8 +278,9 @@ RendezvousPicker::PickResult RendezvousPicker::Complete(
     stats_->spills.fetch_add(1, std::memory_order_relaxed);
     entry.cell->spilled_in.fetch_add(1, std::memory_order_relaxed);
   }
-  POISE_TRACE("[poise %p] pick -> %s%s", policy_, entry.identity.c_str(),
-              spilled ? " (spilled)" : "");
+  if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) {
+    TracePick(index, spilled);
+  }
   if (!guard.held()) return PickResult::Complete(entry.subchannel);
   return PickResult::Complete(entry.subchannel,
                               std::make_unique<CallTracker>(std::move(guard)));
@@ -308,8 +328,7 @@ RendezvousPicker::PickResult RendezvousPicker::PickWithinLimit(
   candidates = ready_.candidates();
   for (;;) {
     for (size_t i = 0; i < candidates.size(); ++i) {
-      if (candidates[i].eligible &&
-          counters_[i]->Load() >= limit) {
+      if (candidates[i].eligible && counters_[i]->Load() >= limit) {
         candidates[i].eligible = false;
       }
     }

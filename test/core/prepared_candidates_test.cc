@@ -69,8 +69,8 @@ TEST(PreparedCandidates, EqualsTheGeneralPathOnRandomLists) {
     for (size_t i = 0; i < n; ++i) {
       const auto weight =
           one_weight ? common : static_cast<uint32_t>(1 + rng() % 4);
-      candidates.push_back({names[i], rng() % 10 == 0 ? 0u : weight,
-                            rng() % 8 != 0});
+      candidates.push_back(
+          {names[i], rng() % 10 == 0 ? 0u : weight, rng() % 8 != 0});
     }
     const PreparedCandidates prepared(candidates, TableOf(candidates));
     const IdentityTable& table = prepared.table();
@@ -115,8 +115,9 @@ TEST(PreparedCandidates, EqualsTheGeneralPathOnRandomLists) {
 TEST(PreparedCandidates, OneWeightAnswersAreTheReferences) {
   std::mt19937_64 rng(7);
   for (int list = 0; list < 200; ++list) {
-    std::vector<reference::Backend> backends = test_util::Backends(
-        {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}, "backend-" + std::to_string(list));
+    std::vector<reference::Backend> backends =
+        test_util::Backends({5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
+                            "backend-" + std::to_string(list));
     for (auto& b : backends) b.load = rng() % 4;
     const std::vector<Candidate> candidates = test_util::View(backends);
     const PreparedCandidates prepared(candidates, TableOf(candidates));
@@ -148,8 +149,8 @@ TEST(PreparedCandidates, ShortPathOnlyForOneWeightThatFits) {
   EXPECT_FALSE(prepared_heavy.one_weight());
   DecisionScratch scratch;
   const auto bounded = *BoundedLoadRendezvous::Create(150);
-  const Result<Decision> d =
-      prepared_heavy.Decide(bounded, "k", [](size_t) { return 0; }, scratch);
+  const Result<Decision> d = prepared_heavy.Decide(
+      bounded, "k", [](size_t) { return 0; }, scratch);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error(), PickError::kWeightOverflow);
 }
