@@ -51,19 +51,75 @@ class PreparedCandidates final {
                           std::string_view key, LoadFn&& load,
                           DecisionScratch& scratch) const {
     if (weight_ == 0) return DecideGeneral(bounded, key, load, scratch);
+    return Settle(bounded, key, Lead(KeyHash(key).state()), detail::kNone, 0,
+                  load, scratch);
+  }
+
+  // What a router needs of a bounded decision.
+  struct Routed {
+    size_t affinity;
+    size_t selection;
+    bool spilled;
+  };
+
+  // The affinity, selection and spilled of Decide(bounded, key, load,
+  // scratch), sampling less: an idle owner has room whatever the others'
+  // loads (every bound is at least 1), so with one weight the owner's load
+  // is sampled first and, when it is 0, nobody else's. Each eligible load is
+  // sampled at most once. Then neither a sum of loads past 2^64 - 1 nor a
+  // scratch that cannot grow is reported: the answer did not need them.
+  template <typename LoadFn>
+  Result<Routed> Route(const BoundedLoadRendezvous& bounded,
+                       std::string_view key, LoadFn&& load,
+                       DecisionScratch& scratch) const {
+    Result<Decision> d = PickError::kEmpty;
+    if (weight_ == 0) {
+      d = DecideGeneral(bounded, key, load, scratch);
+    } else {
+      const detail::Leader lead = Lead(KeyHash(key).state());
+      size_t known = detail::kNone;
+      uint64_t known_load = 0;
+      if (detail::Decisive(lead)) {
+        known = lead.index;
+        known_load = static_cast<uint64_t>(load(known));
+        if (known_load == 0) return Routed{known, known, false};
+      }
+      d = Settle(bounded, key, lead, known, known_load, load, scratch);
+    }
+    if (!d.ok()) return d.error();
+    return Routed{d.value().affinity, d.value().selection, d.value().spilled};
+  }
+
+ private:
+  // The one-weight leader: the first eligible index with the largest z, and
+  // the largest z among the others.
+  detail::Leader Lead(uint64_t key_state) const {
+    detail::Leader lead = detail::Leader::Empty();
+    for (const uint32_t i : eligible_) {
+      lead.Offer(table_->Mixed(key_state, i), i);
+    }
+    return lead;
+  }
+
+  // A one-weight decision after Lead(): samples every eligible load (the one
+  // of index `known`, if any, is `known_load`, sampled already), then returns
+  // a decisive owner with room, else hands over to the general path.
+  template <typename LoadFn>
+  Result<Decision> Settle(const BoundedLoadRendezvous& bounded,
+                          std::string_view key, const detail::Leader& lead,
+                          size_t known, uint64_t known_load, LoadFn& load,
+                          DecisionScratch& scratch) const {
     const size_t n = candidates_.size();
     if (!scratch.Reserve(n)) return PickError::kScratchCapacityExceeded;
     scratch.Resize(n);  // within capacity: never allocates
     uint64_t* const loads = scratch.loads_.data();
-    const uint64_t key_state = KeyHash(key).state();
-    detail::Leader lead = detail::Leader::Empty();
     uint64_t total_load = 0;
     bool overflow = false;
     for (const uint32_t i : eligible_) {
-      const auto sampled = static_cast<uint64_t>(load(size_t{i}));
+      const uint64_t sampled =
+          i == known ? known_load : static_cast<uint64_t>(load(size_t{i}));
       loads[i] = sampled;
       overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
-      lead.Offer(table_->Mixed(key_state, i), i);
     }
     if (overflow || total_load == UINT64_MAX) return PickError::kLoadOverflow;
     if (detail::Decisive(lead)) {
@@ -79,7 +135,6 @@ class PreparedCandidates final {
     return HandOver(bounded, key, scratch);
   }
 
- private:
   // Mixed weights: the general path (out of line, so that the short path's
   // code stays a few contiguous cache lines).
   template <typename LoadFn>

@@ -34,11 +34,7 @@ PreparedCandidates::PreparedCandidates(
 
 Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
   if (weight_ != 0) {
-    const uint64_t key_state = KeyHash(key).state();
-    detail::Leader lead = detail::Leader::Empty();
-    for (const uint32_t i : eligible_) {
-      lead.Offer(table_->Mixed(key_state, i), i);
-    }
+    const detail::Leader lead = Lead(KeyHash(key).state());
     if (detail::Decisive(lead)) return lead.index;
   }
   return WeightedRendezvous::Pick(key, candidates_, *table_);

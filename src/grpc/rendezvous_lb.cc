@@ -224,7 +224,7 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
   // with every picker of the same backend list).
   const PreparedCandidates all_;    // every backend: who owns the key
   const PreparedCandidates ready_;  // READY backends: who may serve it
-  // entries_[i].cell->in_flight, in one array: a bounded pick reads them all.
+  // entries_[i].cell->in_flight, in one array: a bounded pick may read all.
   std::vector<const InFlightCounter*> counters_;
   // Whether some owner could make its keys wait. Without one, the owner's
   // state never changes the answer (READY: it leads the READY order; failed:
@@ -306,13 +306,13 @@ RendezvousPicker::PickResult RendezvousPicker::PickUnbounded(
 RendezvousPicker::PickResult RendezvousPicker::PickBounded(std::string_view key,
                                                            bool keyed) {
   if (keyed && any_pending_ && OwnerIsPending(key)) return PickResult::Queue();
-  const Result<Decision> decision = ready_.Decide(
+  // Route, not Decide: an idle owner is taken without reading every
+  // backend's counter (each on its own cache line, cold at every call).
+  const Result<PreparedCandidates::Routed> routed = ready_.Route(
       bounded_, key, [this](size_t i) { return counters_[i]->Load(); },
       Scratch());
-  if (!decision.ok()) {
-    return Fail(RouteError(decision.error()));
-  }
-  const Decision& d = decision.value();
+  if (!routed.ok()) return Fail(RouteError(routed.error()));
+  const PreparedCandidates::Routed& d = routed.value();
   const PickEntry& entry = entries_[d.selection];
   InFlightGuard guard = InFlightGuard::TryAcquireWithin(
       std::shared_ptr<InFlightCounter>(entry.cell, &entry.cell->in_flight),

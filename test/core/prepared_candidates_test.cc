@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -54,14 +55,16 @@ void ExpectSame(const Result<Decision>& got, const Result<Decision>& want) {
 // idle to saturated (a full owner), against keys of every length.
 TEST(PreparedCandidates, EqualsTheGeneralPathOnRandomLists) {
   std::mt19937_64 rng(20261201);
-  size_t picks = 0, short_lists = 0, spills = 0;
+  size_t picks = 0, short_lists = 0, spills = 0, lazy_routes = 0;
   for (int list = 0; list < 3000; ++list) {
     const size_t n = 1 + rng() % 60;
     const bool one_weight = rng() % 4 != 0;
     const auto common = static_cast<uint32_t>(1 + rng() % 1000);
     std::vector<std::string> names;
+    bool duplicates = false;
     for (size_t i = 0; i < n; ++i) {
       const bool duplicate = i > 0 && rng() % 16 == 0;
+      duplicates |= duplicate;
       names.push_back(duplicate ? names[rng() % i]
                                 : "10.0.0." + std::to_string(i) + ":50051");
     }
@@ -100,14 +103,43 @@ TEST(PreparedCandidates, EqualsTheGeneralPathOnRandomLists) {
       for (size_t i = 0; i < n; ++i) {
         ASSERT_EQ(sampled[i], candidates[i].IsEligible() ? 1 : 0) << i;
       }
+      // Route: the same routing, each load sampled at most once, and only
+      // the owner's when it is idle on the short path.
+      std::fill(sampled.begin(), sampled.end(), 0);
+      const Result<PreparedCandidates::Routed> routed = prepared.Route(
+          bounded, key,
+          [&](size_t i) {
+            ++sampled[i];
+            return loads[i];
+          },
+          scratch_a);
+      ASSERT_EQ(routed.ok(), got.ok());
+      if (got.ok()) {
+        EXPECT_EQ(routed.value().affinity, got.value().affinity);
+        EXPECT_EQ(routed.value().selection, got.value().selection);
+        EXPECT_EQ(routed.value().spilled, got.value().spilled);
+        // Duplicates tie on z: not decisive, so everyone is sampled.
+        const bool lazy = prepared.one_weight() && !duplicates &&
+                          loads[got.value().affinity] == 0;
+        size_t total_sampled = 0;
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_LE(sampled[i], candidates[i].IsEligible() ? 1 : 0) << i;
+          total_sampled += static_cast<size_t>(sampled[i]);
+        }
+        if (lazy) {
+          EXPECT_EQ(total_sampled, 1u);
+          ++lazy_routes;
+        }
+      }
       spills += got.ok() && got.value().spilled;
       ++picks;
       if (HasFatalFailure()) return;
     }
   }
   EXPECT_EQ(picks, 600000u);
-  EXPECT_GT(short_lists, 1500u);  // the short path was exercised...
-  EXPECT_GT(spills, 10000u);      // ...and so was the hand-over
+  EXPECT_GT(short_lists, 1500u);   // the short path was exercised...
+  EXPECT_GT(spills, 10000u);       // ...and so was the hand-over
+  EXPECT_GT(lazy_routes, 50000u);  // Route skipped the others' loads
 }
 
 // The short path against the contract itself (not only the general path),
@@ -135,6 +167,45 @@ TEST(PreparedCandidates, OneWeightAnswersAreTheReferences) {
       EXPECT_EQ(got.value().affinity, want->affinity);
       EXPECT_EQ(got.value().selection, want->selection);
     }
+  }
+}
+
+// Route reads one counter when the owner is idle and every eligible one,
+// once, when it is busy.
+TEST(PreparedCandidates, RouteSamplesTheOthersOnlyForABusyOwner) {
+  std::vector<Candidate> candidates;
+  std::vector<std::string> names;
+  for (int i = 0; i < 20; ++i) names.push_back("b" + std::to_string(i));
+  for (const auto& name : names) candidates.push_back({name, 2});
+  candidates[3].eligible = false;
+  const PreparedCandidates prepared(candidates, TableOf(candidates));
+  ASSERT_TRUE(prepared.one_weight());
+  const auto bounded = *BoundedLoadRendezvous::Create(150);
+  DecisionScratch scratch;
+  const size_t owner = prepared.Pick("tenant-7").value();
+  std::vector<uint64_t> loads(candidates.size(), 1);
+  std::vector<int> sampled(candidates.size(), 0);
+  auto load = [&](size_t i) {
+    ++sampled[i];
+    return loads[i];
+  };
+  loads[owner] = 0;
+  auto routed = prepared.Route(bounded, "tenant-7", load, scratch);
+  ASSERT_TRUE(routed.ok());
+  EXPECT_EQ(routed.value().selection, owner);
+  EXPECT_FALSE(routed.value().spilled);
+  EXPECT_EQ(std::count(sampled.begin(), sampled.end(), 1), 1);
+  EXPECT_EQ(sampled[owner], 1);
+  // Busy and full (bound ceil(1.5 * 40 * 2 / 38) = 4): every eligible load
+  // once, and a spill.
+  loads[owner] = 20;
+  std::fill(sampled.begin(), sampled.end(), 0);
+  routed = prepared.Route(bounded, "tenant-7", load, scratch);
+  ASSERT_TRUE(routed.ok());
+  EXPECT_TRUE(routed.value().spilled);
+  EXPECT_EQ(routed.value().affinity, owner);
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    EXPECT_EQ(sampled[i], i == 3 ? 0 : 1) << i;
   }
 }
 
