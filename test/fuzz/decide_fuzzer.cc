@@ -7,16 +7,23 @@
 //   with the sampled load and Capacity() recomputed independently;
 // - spilled == (selection != affinity); Decide is deterministic;
 // - the IdentityTable overloads of Pick and Decide (a table built from the
-//   same candidates) answer exactly as the plain ones, errors included.
+//   same candidates) answer exactly as the plain ones, errors included;
+// - PreparedCandidates (one-weight lists are made common: bit 0x20 of the
+//   first candidate's shape gives every candidate its weight) answers as
+//   well: Pick and Decide exactly, Route with Decide's routing, sampling
+//   each load at most once and, for an idle owner, reporting no load sum.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "poise/identity_table.h"
+#include "poise/prepared_candidates.h"
 #include "poise/rendezvous.h"
 #include "test/fuzz/fuzz_check.h"
 
@@ -70,8 +77,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> ids(n);
   std::vector<poise::Candidate> candidates(n);
   std::vector<uint64_t> loads(n);
+  bool one_weight = false;
   for (size_t i = 0; i < n; ++i) {
     const uint8_t shape = in.Byte();
+    if (i == 0) one_weight = (shape & 0x20) != 0;
     // Short identities, often colliding (duplicates are allowed).
     ids[i] = std::string(1, static_cast<char>('a' + (shape & 7)));
     if (shape & 8) ids[i] += std::to_string(in.Byte());
@@ -86,6 +95,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     loads[i] = (l & 0x80) ? UINT64_MAX - (l & 0x7f) : (l & 0x7f);
   }
   for (size_t i = 0; i < n; ++i) candidates[i].identity = ids[i];
+  if (one_weight) {
+    for (auto& c : candidates) c.weight = candidates[0].weight;
+  }
   const std::string_view key = in.Rest();
 
   auto policy = poise::BoundedLoadRendezvous::Create(factor);
@@ -133,6 +145,39 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           key, candidates, table, [&](size_t i) { return loads[i]; }, scratch),
       result));
 
+  const poise::PreparedCandidates prepared(
+      candidates, std::make_shared<const poise::IdentityTable>(candidates));
+  FUZZ_CHECK(SameResult(prepared.Pick(key), owner));
+  std::fill(sampled.begin(), sampled.end(), 0);
+  auto counted = [&](size_t i) {
+    ++sampled[i];
+    return loads[i];
+  };
+  FUZZ_CHECK(
+      SameResult(prepared.Decide(*policy, key, counted, scratch), result));
+  for (size_t i = 0; i < n; ++i) {
+    FUZZ_CHECK(sampled[i] == (candidates[i].IsEligible() ? 1 : 0));
+  }
+  std::fill(sampled.begin(), sampled.end(), 0);
+  const auto routed = prepared.Route(*policy, key, counted, scratch);
+  for (size_t i = 0; i < n; ++i) {
+    FUZZ_CHECK(sampled[i] <= (candidates[i].IsEligible() ? 1 : 0));
+  }
+  if (result.ok()) {
+    FUZZ_CHECK(routed.ok());
+    FUZZ_CHECK(routed.value().affinity == result.value().affinity);
+    FUZZ_CHECK(routed.value().selection == result.value().selection);
+    FUZZ_CHECK(routed.value().spilled == result.value().spilled);
+  } else if (routed.ok()) {
+    // Only an idle owner, on the short path, skips the load sum.
+    FUZZ_CHECK(prepared.one_weight());
+    FUZZ_CHECK(result.error() == poise::PickError::kLoadOverflow);
+    FUZZ_CHECK(owner.ok() && routed.value().affinity == owner.value());
+    FUZZ_CHECK(routed.value().selection == owner.value());
+    FUZZ_CHECK(loads[owner.value()] == 0);
+  } else {
+    FUZZ_CHECK(routed.error() == result.error());
+  }
   if (n == 0) {
     FUZZ_CHECK(!result.ok() && result.error() == poise::PickError::kEmpty);
     return 0;
