@@ -13,6 +13,7 @@
 #include "poise/hash.h"
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
+#include "poise/prepared_candidates.h"
 #include "poise/rendezvous.h"
 
 namespace {
@@ -43,7 +44,11 @@ std::string Identity(size_t i) {
          ":8080";
 }
 
-uint32_t WeightOf(size_t i) { return i % 3 == 0 ? 2 : 1; }  // two weights
+// Two weights, or (one_weight) the default cluster where every backend has
+// the same weight, which PreparedCandidates serves on its short path.
+uint32_t WeightOf(size_t i, bool one_weight = false) {
+  return one_weight ? 1 : (i % 3 == 0 ? 2 : 1);
+}
 
 struct Cluster {
   std::vector<std::string> ids;  // owns the identity bytes
@@ -55,7 +60,10 @@ struct Cluster {
 // n backends, the given fraction (rounded down) of them at or over their
 // bound under kBenchFactor: their loads are raised together (proportional to
 // weight) until Capacity confirms that each one has no room.
-Cluster MakeCluster(size_t n, double saturated) {
+Cluster MakeCluster(size_t n, double saturated, bool one_weight = false) {
+  const auto WeightOf = [one_weight](size_t i) {
+    return ::WeightOf(i, one_weight);
+  };
   Cluster c;
   for (size_t i = 0; i < n; ++i) c.ids.push_back(Identity(i));
   uint32_t total_weight = 0;
@@ -163,6 +171,55 @@ void BoundedBench(benchmark::State& state) {
 
 void BM_Bounded(benchmark::State& state) { BoundedBench<false>(state); }
 void BM_BoundedTable(benchmark::State& state) { BoundedBench<true>(state); }
+
+// One weight through PreparedCandidates, as the gRPC picker runs it: Pick,
+// and Route (range(1) = percent saturated) for the bounded policy.
+void BM_PreparedPick(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const Cluster c = MakeCluster(n, 0, /*one_weight=*/true);
+  const poise::PreparedCandidates prepared(
+      c.candidates, std::make_shared<const poise::IdentityTable>(c.candidates));
+  if (!prepared.one_weight()) {
+    state.SkipWithError("not a one-weight list");
+    return;
+  }
+  const auto& keys = Keys();
+  size_t k = 0;
+  for ([[maybe_unused]] auto _ : state) {
+    auto r = prepared.Pick(keys[k++ % kKeyPool]);
+    benchmark::DoNotOptimize(r);
+  }
+  PerCandidate(state, n);
+}
+
+void BM_PreparedRoute(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const double want = static_cast<double>(state.range(1)) / 100.0;
+  const Cluster c = MakeCluster(n, want, /*one_weight=*/true);
+  const double expected =
+      std::floor(want * static_cast<double>(n)) / static_cast<double>(n);
+  if (c.saturated_fraction != expected) {
+    state.SkipWithError("could not saturate the requested fraction");
+    return;
+  }
+  const poise::PreparedCandidates prepared(
+      c.candidates, std::make_shared<const poise::IdentityTable>(c.candidates));
+  const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
+  const auto& keys = Keys();
+  poise::DecisionScratch scratch;
+  size_t k = 0;
+  uint64_t spilled = 0;
+  const auto load = [&](size_t i) { return c.loads[i]; };
+  for ([[maybe_unused]] auto _ : state) {
+    auto r = prepared.Route(policy, keys[k++ % kKeyPool], load, scratch);
+    spilled += r.ok() && r.value().spilled;
+    benchmark::DoNotOptimize(r);
+  }
+  PerCandidate(state, n);
+  state.counters["saturated"] = c.saturated_fraction;
+  state.counters["spill_rate"] = benchmark::Counter(
+      static_cast<double>(spilled), benchmark::Counter::kAvgIterations);
+}
 
 // A ring like gRPC's ring_hash default: at least 1024 entries, weighted,
 // entries hashed from "identity_j", the key's 64-bit hash binary-searched.
@@ -301,6 +358,8 @@ BENCHMARK(BM_Unbounded)->Apply(Sizes);
 BENCHMARK(BM_UnboundedTable)->Apply(Sizes);
 BENCHMARK(BM_Bounded)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_BoundedTable)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
+BENCHMARK(BM_PreparedPick)->Apply(Sizes);
+BENCHMARK(BM_PreparedRoute)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_Ring)->Apply(Sizes);
 BENCHMARK(BM_ArgmaxFloor)->Apply(Sizes);
 BENCHMARK(BM_SnapshotBuild)->Arg(10)->Arg(100)->Arg(1000);

@@ -51,8 +51,10 @@ class PreparedCandidates final {
                           std::string_view key, LoadFn&& load,
                           DecisionScratch& scratch) const {
     if (weight_ == 0) return DecideGeneral(bounded, key, load, scratch);
-    return Settle(bounded, key, Lead(KeyHash(key).state()), detail::kNone, 0,
-                  load, scratch);
+    if (!Prepare(scratch)) return PickError::kScratchCapacityExceeded;
+    const detail::Leader lead =
+        Lead(KeyHash(key).state(), scratch.hashes_.data());
+    return Settle(bounded, key, lead, detail::kNone, 0, load, scratch);
   }
 
   // What a router needs of a bounded decision.
@@ -66,8 +68,8 @@ class PreparedCandidates final {
   // scratch), sampling less: an idle owner has room whatever the others'
   // loads (every bound is at least 1), so with one weight the owner's load
   // is sampled first and, when it is 0, nobody else's. Each eligible load is
-  // sampled at most once. Then neither a sum of loads past 2^64 - 1 nor a
-  // scratch that cannot grow is reported: the answer did not need them.
+  // sampled at most once. A sum of loads past 2^64 - 1 then goes unreported:
+  // the answer did not depend on it.
   template <typename LoadFn>
   Result<Routed> Route(const BoundedLoadRendezvous& bounded,
                        std::string_view key, LoadFn&& load,
@@ -76,7 +78,9 @@ class PreparedCandidates final {
     if (weight_ == 0) {
       d = DecideGeneral(bounded, key, load, scratch);
     } else {
-      const detail::Leader lead = Lead(KeyHash(key).state());
+      if (!Prepare(scratch)) return PickError::kScratchCapacityExceeded;
+      const detail::Leader lead =
+          Lead(KeyHash(key).state(), scratch.hashes_.data());
       size_t known = detail::kNone;
       uint64_t known_load = 0;
       if (detail::Decisive(lead)) {
@@ -91,28 +95,40 @@ class PreparedCandidates final {
   }
 
  private:
+  // Sizes the scratch for the short path without allocating past its limit.
+  bool Prepare(DecisionScratch& scratch) const {
+    if (!scratch.Reserve(candidates_.size())) return false;
+    scratch.Resize(candidates_.size());  // within capacity: never allocates
+    return true;
+  }
+
   // The one-weight leader: the first eligible index with the largest z, and
-  // the largest z among the others.
-  detail::Leader Lead(uint64_t key_state) const {
+  // the largest z among the others. Stores every eligible z in `z` when
+  // given.
+  detail::Leader Lead(uint64_t key_state, uint64_t* z = nullptr) const {
     detail::Leader lead = detail::Leader::Empty();
     for (const uint32_t i : eligible_) {
-      lead.Offer(table_->Mixed(key_state, i), i);
+      const uint64_t zi = table_->Mixed(key_state, i);
+      if (z != nullptr) z[i] = zi;
+      lead.Offer(zi, i);
     }
     return lead;
   }
 
-  // A one-weight decision after Lead(): samples every eligible load (the one
-  // of index `known`, if any, is `known_load`, sampled already), then returns
-  // a decisive owner with room, else hands over to the general path.
+  // A one-weight decision after Lead() filled the scratch's hashes: samples
+  // every eligible load (the one of index `known`, if any, is `known_load`,
+  // sampled already). With one weight the key's order is the order of z
+  // (tournament.h), so the selection is the owner if it has room, else the
+  // largest z among those with room; either only when clear of its
+  // runner-up, like the general path's own shortcut. Anything else hands
+  // over to the general path.
   template <typename LoadFn>
   Result<Decision> Settle(const BoundedLoadRendezvous& bounded,
                           std::string_view key, const detail::Leader& lead,
                           size_t known, uint64_t known_load, LoadFn& load,
                           DecisionScratch& scratch) const {
-    const size_t n = candidates_.size();
-    if (!scratch.Reserve(n)) return PickError::kScratchCapacityExceeded;
-    scratch.Resize(n);  // within capacity: never allocates
     uint64_t* const loads = scratch.loads_.data();
+    const uint64_t* const z = scratch.hashes_.data();
     uint64_t total_load = 0;
     bool overflow = false;
     for (const uint32_t i : eligible_) {
@@ -122,17 +138,24 @@ class PreparedCandidates final {
       overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
     }
     if (overflow || total_load == UINT64_MAX) return PickError::kLoadOverflow;
-    if (detail::Decisive(lead)) {
-      // The owner; with room it is also the selection (load < capacity is
-      // the general path's room test, exact in integers).
-      const size_t owner = lead.index;
-      const uint64_t capacity = BoundedLoadRendezvous::Capacity(
-          bounded.factor_percent(), total_load, weight_, total_weight_);
-      if (loads[owner] < capacity) {
-        return Decision{owner, owner, false, loads[owner], capacity};
+    if (!detail::Decisive(lead)) return HandOver(bounded, key, scratch);
+    // One weight, one bound. Capacity saturates at 2^64 - 1, above every
+    // load here (each is at most L < 2^64 - 1), so load < capacity is the
+    // exact room test.
+    const uint64_t capacity = BoundedLoadRendezvous::Capacity(
+        bounded.factor_percent(), total_load, weight_, total_weight_);
+    const size_t owner = lead.index;
+    size_t selection = owner;
+    if (loads[owner] >= capacity) {
+      detail::Leader room = detail::Leader::Empty();
+      for (const uint32_t i : eligible_) {
+        room.Offer(z[i], i, loads[i] < capacity);
       }
+      if (!detail::Decisive(room)) return HandOver(bounded, key, scratch);
+      selection = room.index;
     }
-    return HandOver(bounded, key, scratch);
+    return Decision{owner, selection, selection != owner, loads[selection],
+                    capacity};
   }
 
   // Mixed weights: the general path (out of line, so that the short path's
@@ -144,7 +167,7 @@ class PreparedCandidates final {
     return bounded.Decide(key, candidates_, *table_, load, scratch);
   }
   // The general path, on the loads the short path sampled into `scratch`.
-  // Out of line: with one weight it runs only for a full owner or a near-tie.
+  // Out of line: with one weight it runs only for a near-tie.
   [[gnu::noinline, gnu::cold]] Result<Decision> HandOver(
       const BoundedLoadRendezvous& bounded, std::string_view key,
       DecisionScratch& scratch) const;
