@@ -51,9 +51,10 @@ class PreparedCandidates final {
                           std::string_view key, LoadFn&& load,
                           DecisionScratch& scratch) const {
     if (weight_ == 0) return DecideGeneral(bounded, key, load, scratch);
-    if (!Prepare(scratch)) return PickError::kScratchCapacityExceeded;
-    const detail::Leader lead =
-        Lead(KeyHash(key).state(), scratch.hashes_.data());
+    detail::Leader lead;
+    if (!LeadInto(key, scratch, lead)) {
+      return PickError::kScratchCapacityExceeded;
+    }
     return Settle(bounded, key, lead, detail::kNone, 0, load, scratch);
   }
 
@@ -78,9 +79,10 @@ class PreparedCandidates final {
     if (weight_ == 0) {
       d = DecideGeneral(bounded, key, load, scratch);
     } else {
-      if (!Prepare(scratch)) return PickError::kScratchCapacityExceeded;
-      const detail::Leader lead =
-          Lead(KeyHash(key).state(), scratch.hashes_.data());
+      detail::Leader lead;
+      if (!LeadInto(key, scratch, lead)) {
+        return PickError::kScratchCapacityExceeded;
+      }
       size_t known = detail::kNone;
       uint64_t known_load = 0;
       if (detail::Decisive(lead)) {
@@ -95,27 +97,14 @@ class PreparedCandidates final {
   }
 
  private:
-  // Sizes the scratch for the short path without allocating past its limit.
-  bool Prepare(DecisionScratch& scratch) const {
-    if (!scratch.Reserve(candidates_.size())) return false;
-    scratch.Resize(candidates_.size());  // within capacity: never allocates
-    return true;
-  }
+  // The one-weight leader (the first eligible index with the largest z, and
+  // the largest z among the others), with every eligible z stored in the
+  // scratch, sized for the list; false if it could not grow. Out of line:
+  // the code of the common path stays a few contiguous cache lines.
+  bool LeadInto(std::string_view key, DecisionScratch& scratch,
+                detail::Leader& lead) const;
 
-  // The one-weight leader: the first eligible index with the largest z, and
-  // the largest z among the others. Stores every eligible z in `z` when
-  // given.
-  detail::Leader Lead(uint64_t key_state, uint64_t* z = nullptr) const {
-    detail::Leader lead = detail::Leader::Empty();
-    for (const uint32_t i : eligible_) {
-      const uint64_t zi = table_->Mixed(key_state, i);
-      if (z != nullptr) z[i] = zi;
-      lead.Offer(zi, i);
-    }
-    return lead;
-  }
-
-  // A one-weight decision after Lead() filled the scratch's hashes: samples
+  // A one-weight decision after LeadInto(): samples
   // every eligible load (the one of index `known`, if any, is `known_load`,
   // sampled already). With one weight the key's order is the order of z
   // (tournament.h), so the selection is the owner if it has room, else the
@@ -123,10 +112,10 @@ class PreparedCandidates final {
   // runner-up, like the general path's own shortcut. Anything else hands
   // over to the general path.
   template <typename LoadFn>
-  Result<Decision> Settle(const BoundedLoadRendezvous& bounded,
-                          std::string_view key, const detail::Leader& lead,
-                          size_t known, uint64_t known_load, LoadFn& load,
-                          DecisionScratch& scratch) const {
+  [[gnu::noinline]] Result<Decision> Settle(
+      const BoundedLoadRendezvous& bounded, std::string_view key,
+      const detail::Leader& lead, size_t known, uint64_t known_load,
+      LoadFn& load, DecisionScratch& scratch) const {
     uint64_t* const loads = scratch.loads_.data();
     const uint64_t* const z = scratch.hashes_.data();
     uint64_t total_load = 0;

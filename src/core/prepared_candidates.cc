@@ -32,12 +32,39 @@ PreparedCandidates::PreparedCandidates(
   total_weight_ = static_cast<uint32_t>(total_weight);
 }
 
+namespace {
+
+// The one-weight leader over `eligible`; stores each z in `z` when given.
+detail::Leader Lead(const IdentityTable& table,
+                    const std::vector<uint32_t>& eligible, uint64_t key_state,
+                    uint64_t* z) {
+  detail::Leader lead = detail::Leader::Empty();
+  for (const uint32_t i : eligible) {
+    const uint64_t zi = table.Mixed(key_state, i);
+    if (z != nullptr) z[i] = zi;
+    lead.Offer(zi, i);
+  }
+  return lead;
+}
+
+}  // namespace
+
 Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
   if (weight_ != 0) {
-    const detail::Leader lead = Lead(KeyHash(key).state());
+    const detail::Leader lead =
+        Lead(*table_, eligible_, KeyHash(key).state(), nullptr);
     if (detail::Decisive(lead)) return lead.index;
   }
   return WeightedRendezvous::Pick(key, candidates_, *table_);
+}
+
+bool PreparedCandidates::LeadInto(std::string_view key,
+                                  DecisionScratch& scratch,
+                                  detail::Leader& lead) const {
+  if (!scratch.Reserve(candidates_.size())) return false;
+  scratch.Resize(candidates_.size());  // within capacity: never allocates
+  lead = Lead(*table_, eligible_, KeyHash(key).state(), scratch.hashes_.data());
+  return true;
 }
 
 Result<Decision> PreparedCandidates::HandOver(
