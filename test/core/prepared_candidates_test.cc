@@ -173,10 +173,12 @@ TEST(PreparedCandidates, OneWeightAnswersAreTheReferences) {
 // Route reads one counter when the owner is idle and every eligible one,
 // once, when it is busy.
 TEST(PreparedCandidates, RouteSamplesTheOthersOnlyForABusyOwner) {
-  std::vector<Candidate> candidates;
-  std::vector<std::string> names;
-  for (int i = 0; i < 20; ++i) names.push_back("b" + std::to_string(i));
-  for (const auto& name : names) candidates.push_back({name, 2});
+  std::vector<std::string> names(20);
+  std::vector<Candidate> candidates(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    names[i] = "b" + std::to_string(i);
+    candidates[i] = {names[i], 2};
+  }
   candidates[3].eligible = false;
   const PreparedCandidates prepared(candidates, TableOf(candidates));
   ASSERT_TRUE(prepared.one_weight());
