@@ -293,21 +293,26 @@ void BM_ArgmaxFloor(benchmark::State& state) {
   PerCandidate(state, n);
 }
 
-// Membership update: the picker snapshot (candidates + shared counters).
+// Membership update: the picker snapshot (candidates, shared counters and the
+// PreparedCandidates over the shared table).
 void BM_SnapshotBuild(benchmark::State& state) {
   const auto n = static_cast<size_t>(state.range(0));
   std::vector<std::string> ids;
   for (size_t i = 0; i < n; ++i) ids.push_back(Identity(i));
+  // The list's IdentityTable exists already (it is built on address changes).
+  const auto table = std::make_shared<const poise::IdentityTable>(
+      std::vector<std::string_view>(ids.begin(), ids.end()));
   for ([[maybe_unused]] auto _ : state) {
     std::vector<poise::Candidate> candidates;
     std::vector<std::shared_ptr<poise::InFlightCounter>> counters;
     candidates.reserve(n);
     counters.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      candidates.push_back({ids[i], WeightOf(i)});
+      candidates.push_back({ids[i], WeightOf(i, /*one_weight=*/true)});
       counters.push_back(std::make_shared<poise::InFlightCounter>());
     }
-    benchmark::DoNotOptimize(candidates.data());
+    const poise::PreparedCandidates prepared(std::move(candidates), table);
+    benchmark::DoNotOptimize(&prepared);
     benchmark::DoNotOptimize(counters.data());
   }
 }

@@ -32,8 +32,11 @@ def f(v, fmt="{:.1f}"):
     return "-" if v is None else fmt.format(v)
 print("median of 5 repetitions; ns per pick (cpu time); ns/cand = ns per pick / n")
 for title, u_name, b_name in (
-        ("with an IdentityTable (what the gRPC picker runs)",
-         "BM_UnboundedTable", "BM_BoundedTable"),
+        ("one weight, through PreparedCandidates (what the gRPC picker runs "
+         "when all backends have one weight; bounded = Route)",
+         "BM_PreparedPick", "BM_PreparedRoute"),
+        ("two weights, with an IdentityTable (what the gRPC picker runs for "
+         "mixed weights)", "BM_UnboundedTable", "BM_BoundedTable"),
         ("hashing the identities on every pick (candidate list only)",
          "BM_Unbounded", "BM_Bounded")):
     print()
@@ -53,7 +56,7 @@ for title, u_name, b_name in (
               f"| {f(t(f'BM_Ring/{n}'))} | {f(a)} "
               f"| {f(a / n if a else None, '{:.2f}')} |")
 print()
-print("| n | snapshot build (candidates + counters) ns "
+print("| n | snapshot build (candidates, counters, PreparedCandidates) ns "
       "| IdentityTable build (on address change) ns | ring build ns |")
 print("|---:|---:|---:|---:|")
 for n in (10, 100, 1000):
