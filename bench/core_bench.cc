@@ -136,12 +136,15 @@ void BM_UnboundedTable(benchmark::State& state) {
   PerCandidate(state, n);
 }
 
-// range(1) = percent of backends saturated.
-template <bool kTable>
-void BoundedBench(benchmark::State& state) {
+// Runs a bounded benchmark on n = range(0) backends with range(1) percent of
+// them saturated: route(key, load, scratch) returns an absl::StatusOr of
+// something with a `spilled` flag; the spill rate is reported beside the time.
+template <typename MakeRoute>
+void RunBounded(benchmark::State& state, bool one_weight,
+                MakeRoute make_route) {
   const auto n = static_cast<size_t>(state.range(0));
   const double want = static_cast<double>(state.range(1)) / 100.0;
-  const Cluster c = MakeCluster(n, want);
+  const Cluster c = MakeCluster(n, want, one_weight);
   const double expected =
       std::floor(want * static_cast<double>(n)) / static_cast<double>(n);
   if (c.saturated_fraction != expected) {
@@ -149,19 +152,16 @@ void BoundedBench(benchmark::State& state) {
     return;
   }
   const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
-  const poise::IdentityTable table(kTable ? c.candidates
-                                          : std::vector<poise::Candidate>{});
+  const auto route = make_route(c.candidates, policy);
   const auto& keys = Keys();
   poise::DecisionScratch scratch;
   size_t k = 0;
   uint64_t spilled = 0;
   const auto load = [&](size_t i) { return c.loads[i]; };
   for ([[maybe_unused]] auto _ : state) {
-    const std::string& key = keys[k++ % kKeyPool];
-    auto d = kTable ? policy.Decide(key, c.candidates, table, load, scratch)
-                    : policy.Decide(key, c.candidates, load, scratch);
-    spilled += d.ok() && d.value().spilled;
-    benchmark::DoNotOptimize(d);
+    auto r = route(keys[k++ % kKeyPool], load, scratch);
+    spilled += r.ok() && r.value().spilled;
+    benchmark::DoNotOptimize(r);
   }
   PerCandidate(state, n);
   state.counters["saturated"] = c.saturated_fraction;
@@ -169,8 +169,33 @@ void BoundedBench(benchmark::State& state) {
       static_cast<double>(spilled), benchmark::Counter::kAvgIterations);
 }
 
-void BM_Bounded(benchmark::State& state) { BoundedBench<false>(state); }
-void BM_BoundedTable(benchmark::State& state) { BoundedBench<true>(state); }
+// Decide on the candidate list, hashing every identity per pick.
+void BM_Bounded(benchmark::State& state) {
+  RunBounded(state, false,
+             [](const std::vector<poise::Candidate>& candidates,
+                const poise::BoundedLoadRendezvous& policy) {
+               return [&candidates, &policy](const std::string& key,
+                                             const auto& load,
+                                             poise::DecisionScratch& scratch) {
+                 return policy.Decide(key, candidates, load, scratch);
+               };
+             });
+}
+
+// Decide through an IdentityTable built once for the list.
+void BM_BoundedTable(benchmark::State& state) {
+  RunBounded(state, false,
+             [](const std::vector<poise::Candidate>& candidates,
+                const poise::BoundedLoadRendezvous& policy) {
+               return [&candidates, &policy,
+                       table = std::make_shared<const poise::IdentityTable>(
+                           candidates)](const std::string& key,
+                                        const auto& load,
+                                        poise::DecisionScratch& scratch) {
+                 return policy.Decide(key, candidates, *table, load, scratch);
+               };
+             });
+}
 
 // One weight through PreparedCandidates, as the gRPC picker runs it: Pick,
 // and Route (range(1) = percent saturated) for the bounded policy.
@@ -193,32 +218,19 @@ void BM_PreparedPick(benchmark::State& state) {
 }
 
 void BM_PreparedRoute(benchmark::State& state) {
-  const auto n = static_cast<size_t>(state.range(0));
-  const double want = static_cast<double>(state.range(1)) / 100.0;
-  const Cluster c = MakeCluster(n, want, /*one_weight=*/true);
-  const double expected =
-      std::floor(want * static_cast<double>(n)) / static_cast<double>(n);
-  if (c.saturated_fraction != expected) {
-    state.SkipWithError("could not saturate the requested fraction");
-    return;
-  }
-  const poise::PreparedCandidates prepared(
-      c.candidates, std::make_shared<const poise::IdentityTable>(c.candidates));
-  const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
-  const auto& keys = Keys();
-  poise::DecisionScratch scratch;
-  size_t k = 0;
-  uint64_t spilled = 0;
-  const auto load = [&](size_t i) { return c.loads[i]; };
-  for ([[maybe_unused]] auto _ : state) {
-    auto r = prepared.Route(policy, keys[k++ % kKeyPool], load, scratch);
-    spilled += r.ok() && r.value().spilled;
-    benchmark::DoNotOptimize(r);
-  }
-  PerCandidate(state, n);
-  state.counters["saturated"] = c.saturated_fraction;
-  state.counters["spill_rate"] = benchmark::Counter(
-      static_cast<double>(spilled), benchmark::Counter::kAvgIterations);
+  RunBounded(
+      state, true,
+      [](const std::vector<poise::Candidate>& candidates,
+         const poise::BoundedLoadRendezvous& policy) {
+        return [&policy,
+                prepared = std::make_shared<const poise::PreparedCandidates>(
+                    candidates,
+                    std::make_shared<const poise::IdentityTable>(candidates))](
+                   const std::string& key, const auto& load,
+                   poise::DecisionScratch& scratch) {
+          return prepared->Route(policy, key, load, scratch);
+        };
+      });
 }
 
 // A ring like gRPC's ring_hash default: at least 1024 entries, weighted,
