@@ -197,15 +197,15 @@ void BM_BoundedTable(benchmark::State& state) {
              });
 }
 
-// One weight through PreparedCandidates, as the gRPC picker runs it: Pick,
-// and Route (range(1) = percent saturated) for the bounded policy.
-void BM_PreparedPick(benchmark::State& state) {
+// PreparedCandidates::Pick as the gRPC picker runs it, on one weight or on
+// the two weights of MakeCluster (each has its own path).
+void PreparedPickBench(benchmark::State& state, bool one_weight) {
   const auto n = static_cast<size_t>(state.range(0));
-  const Cluster c = MakeCluster(n, 0, /*one_weight=*/true);
+  const Cluster c = MakeCluster(n, 0, one_weight);
   const poise::PreparedCandidates prepared(
       c.candidates, std::make_shared<const poise::IdentityTable>(c.candidates));
-  if (!prepared.one_weight()) {
-    state.SkipWithError("not a one-weight list");
+  if (one_weight ? !prepared.one_weight() : !prepared.two_weights()) {
+    state.SkipWithError("the list does not take the intended path");
     return;
   }
   const auto& keys = Keys();
@@ -217,6 +217,14 @@ void BM_PreparedPick(benchmark::State& state) {
   PerCandidate(state, n);
 }
 
+void BM_PreparedPick(benchmark::State& state) {
+  PreparedPickBench(state, true);
+}
+void BM_PreparedPickTwoWeights(benchmark::State& state) {
+  PreparedPickBench(state, false);
+}
+
+// Route (range(1) = percent saturated) for the bounded policy, one weight.
 void BM_PreparedRoute(benchmark::State& state) {
   RunBounded(
       state, true,
@@ -376,6 +384,7 @@ BENCHMARK(BM_UnboundedTable)->Apply(Sizes);
 BENCHMARK(BM_Bounded)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_BoundedTable)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PreparedPick)->Apply(Sizes);
+BENCHMARK(BM_PreparedPickTwoWeights)->Apply(Sizes);
 BENCHMARK(BM_PreparedRoute)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_Ring)->Apply(Sizes);
 BENCHMARK(BM_ArgmaxFloor)->Apply(Sizes);

@@ -56,6 +56,16 @@ for title, u_name, b_name in (
               f"| {f(t(f'BM_Ring/{n}'))} | {f(a)} "
               f"| {f(a / n if a else None, '{:.2f}')} |")
 print()
+print("two weights through PreparedCandidates (what the gRPC picker runs for an "
+      "unbounded pick when the backends have exactly two weights)")
+print("| n | unbounded | ns/cand | vs the table path above |")
+print("|---:|---:|---:|---:|")
+for n in (3, 10, 100, 1000):
+    u = t(f"BM_PreparedPickTwoWeights/{n}")
+    g = t(f"BM_UnboundedTable/{n}")
+    print(f"| {n} | {f(u)} | {f(u / n if u else None, '{:.2f}')} "
+          f"| {f(u / g if u and g else None, '{:.2f}')} |")
+print()
 print("| n | snapshot build (candidates, counters, PreparedCandidates) ns "
       "| IdentityTable build (on address change) ns | ring build ns |")
 print("|---:|---:|---:|---:|")

@@ -40,6 +40,8 @@ class PreparedCandidates final {
   // Whether decisions can take the short path (every eligible candidate has
   // one weight); for tests and benchmarks.
   bool one_weight() const { return weight_ != 0; }
+  // Whether Pick has the two-weight path (exactly two eligible weights).
+  bool two_weights() const { return second_weight_ != 0; }
 
   // WeightedRendezvous::Pick(key, candidates(), table()).
   Result<size_t> Pick(std::string_view key) const;
@@ -147,6 +149,10 @@ class PreparedCandidates final {
                     capacity};
   }
 
+  // Two weights: the general pass's state with both leaders kept in
+  // registers (no per-candidate weight search), then the general finish.
+  Result<size_t> PickTwoWeights(std::string_view key) const;
+
   // Mixed weights: the general path (out of line, so that the short path's
   // code stays a few contiguous cache lines).
   template <typename LoadFn>
@@ -168,6 +174,12 @@ class PreparedCandidates final {
   std::vector<uint32_t> eligible_;  // ascending, as the contract visits them
   uint32_t weight_ = 0;             // 0: always the general path
   uint32_t total_weight_ = 0;
+  // Two weights (Pick only): in order of first appearance, as the general
+  // pass finds them, and which one each eligible candidate has (parallel to
+  // eligible_).
+  uint32_t first_weight_ = 0;
+  uint32_t second_weight_ = 0;  // 0: not the two-weight path
+  std::vector<uint8_t> has_second_;
 };
 
 }  // namespace poise

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "tournament.h"
+
 namespace poise {
 
 PreparedCandidates::PreparedCandidates(
@@ -12,24 +14,35 @@ PreparedCandidates::PreparedCandidates(
                               : std::make_shared<const IdentityTable>()) {
   const size_t n = candidates_.size();
   if (table_->size() != n || n > UINT32_MAX) return;
-  uint32_t weight = 0;
+  uint32_t weights[2] = {0, 0};  // in order of first appearance
+  uint64_t total_weight = 0;
   for (size_t i = 0; i < n; ++i) {
     const Candidate& c = candidates_[i];
     if (!c.IsEligible()) continue;
-    if (weight != 0 && c.weight != weight) {
-      eligible_.clear();
+    if (weights[0] == 0) weights[0] = c.weight;
+    if (c.weight != weights[0] && weights[1] == 0) weights[1] = c.weight;
+    if (c.weight != weights[0] && c.weight != weights[1]) {
+      eligible_.clear();  // three or more weights: the general path
+      has_second_.clear();
       return;
     }
-    weight = c.weight;
     eligible_.push_back(static_cast<uint32_t>(i));
+    has_second_.push_back(c.weight == weights[1]);
+    total_weight += c.weight;
   }
-  const uint64_t total_weight = uint64_t{weight} * eligible_.size();
   if (eligible_.empty() || total_weight > UINT32_MAX) {
     eligible_.clear();  // the general path reports these cases
+    has_second_.clear();
     return;
   }
-  weight_ = weight;
-  total_weight_ = static_cast<uint32_t>(total_weight);
+  if (weights[1] == 0) {
+    weight_ = weights[0];
+    total_weight_ = static_cast<uint32_t>(total_weight);
+    has_second_.clear();
+  } else {
+    first_weight_ = weights[0];
+    second_weight_ = weights[1];
+  }
 }
 
 namespace {
@@ -54,8 +67,35 @@ Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
     const detail::Leader lead =
         Lead(*table_, eligible_, KeyHash(key).state(), nullptr);
     if (detail::Decisive(lead)) return lead.index;
+  } else if (second_weight_ != 0) {
+    return PickTwoWeights(key);
   }
   return WeightedRendezvous::Pick(key, candidates_, *table_);
+}
+
+Result<size_t> PreparedCandidates::PickTwoWeights(std::string_view key) const {
+  const KeyHash hash(key);
+  const uint64_t state = hash.state();
+  // Each candidate is offered to both leaders, taken by its own: a refused
+  // offer leaves a Leader exactly as it was, so each ends as the general
+  // pass's leader of that weight, without a branch on the weight.
+  detail::Leader first = detail::Leader::Empty();
+  detail::Leader second = detail::Leader::Empty();
+  const size_t m = eligible_.size();
+  for (size_t e = 0; e < m; ++e) {
+    const uint32_t i = eligible_[e];
+    const uint64_t z = table_->Mixed(state, i);
+    const bool is_second = has_second_[e] != 0;
+    first.Offer(z, i, !is_second);
+    second.Offer(z, i, is_second);
+  }
+  detail::PassState pass;
+  pass.groups[0] =
+      detail::WeightGroup{first_weight_, first, detail::Leader::Empty()};
+  pass.groups[1] =
+      detail::WeightGroup{second_weight_, second, detail::Leader::Empty()};
+  pass.group_count = 2;
+  return internal::FinishPick(hash, candidates_, *table_, pass);
 }
 
 bool PreparedCandidates::LeadInto(std::string_view key,

@@ -92,6 +92,17 @@ Result<size_t> PickWith(std::string_view key,
 
 }  // namespace
 
+namespace internal {
+Result<size_t> FinishPick(const KeyHash& key,
+                          const std::vector<Candidate>& candidates,
+                          const IdentityTable& table, detail::PassState& pass) {
+  const Outcome out = Finish<false>(Field{key, candidates, &table}, pass,
+                                    nullptr, kScoreMargin);
+  if (!out.found) return PickError::kNoEligibleCandidates;
+  return out.affinity.index;
+}
+}  // namespace internal
+
 Result<size_t> WeightedRendezvous::Pick(
     std::string_view key, const std::vector<Candidate>& candidates) {
   return PickWith(key, candidates, nullptr);

@@ -410,6 +410,13 @@ Outcome RunTournament(const Field& field, const RoomBuffers* buffers = nullptr,
   return Finish<kBounded>(field, pass, buffers, margin);
 }
 
+// WeightedRendezvous::Pick's answer from a pass made elsewhere over the
+// table's hashes (PreparedCandidates): `pass` must be what RunPass<false>
+// produces for (key, candidates, table); then the answers are the same.
+Result<size_t> FinishPick(const KeyHash& key,
+                          const std::vector<Candidate>& candidates,
+                          const IdentityTable& table, detail::PassState& pass);
+
 }  // namespace poise::internal
 
 #endif  // POISE_SRC_CORE_TOURNAMENT_H_

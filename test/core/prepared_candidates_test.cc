@@ -1,7 +1,7 @@
 // PreparedCandidates against the general path (itself checked against the
-// reference in the other core tests) and the reference: the one-weight short
-// path must give the same owner, the same decision and the same errors, and
-// sample each eligible load exactly once, on every input.
+// reference in the other core tests) and the reference: the one- and
+// two-weight short paths must give the same owner, the same decision and the
+// same errors, and sample each eligible load exactly once, on every input.
 #include "poise/prepared_candidates.h"
 
 #include <gtest/gtest.h>
@@ -49,17 +49,19 @@ void ExpectSame(const Result<Decision>& got, const Result<Decision>& want) {
   EXPECT_EQ(g.selected_capacity, w.selected_capacity);
 }
 
-// Random lists of every shape the short path must either serve or refuse:
-// one weight (most lists), mixed weights, ineligible members, duplicate
+// Random lists of every shape the short paths must either serve or refuse:
+// one weight (most lists), two weights, more, ineligible members, duplicate
 // identities (equal z: a near-tie the short path must hand over), loads from
 // idle to saturated (a full owner), against keys of every length.
 TEST(PreparedCandidates, EqualsTheGeneralPathOnRandomLists) {
   std::mt19937_64 rng(20261201);
-  size_t picks = 0, short_lists = 0, spills = 0, lazy_routes = 0;
+  size_t picks = 0, short_lists = 0, two_weight_lists = 0, spills = 0,
+         lazy_routes = 0;
   for (int list = 0; list < 3000; ++list) {
     const size_t n = 1 + rng() % 60;
-    const bool one_weight = rng() % 4 != 0;
+    const uint64_t shape = rng() % 8;  // 0-5 one weight, 6 two, 7 up to four
     const auto common = static_cast<uint32_t>(1 + rng() % 1000);
+    const auto other = static_cast<uint32_t>(1 + (common + rng() % 999) % 1000);
     std::vector<std::string> names;
     bool duplicates = false;
     for (size_t i = 0; i < n; ++i) {
@@ -70,14 +72,16 @@ TEST(PreparedCandidates, EqualsTheGeneralPathOnRandomLists) {
     }
     std::vector<Candidate> candidates;
     for (size_t i = 0; i < n; ++i) {
-      const auto weight =
-          one_weight ? common : static_cast<uint32_t>(1 + rng() % 4);
+      const auto weight = shape < 6    ? common
+                          : shape == 6 ? (rng() % 3 == 0 ? other : common)
+                                       : static_cast<uint32_t>(1 + rng() % 4);
       candidates.push_back(
           {names[i], rng() % 10 == 0 ? 0u : weight, rng() % 8 != 0});
     }
     const PreparedCandidates prepared(candidates, TableOf(candidates));
     const IdentityTable& table = prepared.table();
     short_lists += prepared.one_weight();
+    two_weight_lists += prepared.two_weights();
     // Saturation from none to most: about `busy` of the members are full.
     const auto factor = static_cast<uint32_t>(100 + rng() % 120);
     const auto bounded = *BoundedLoadRendezvous::Create(factor);
@@ -137,23 +141,27 @@ TEST(PreparedCandidates, EqualsTheGeneralPathOnRandomLists) {
     }
   }
   EXPECT_EQ(picks, 600000u);
-  EXPECT_GT(short_lists, 1500u);   // the short path was exercised...
+  EXPECT_GT(short_lists, 1500u);  // the short paths were exercised...
+  EXPECT_GT(two_weight_lists, 250u);
   EXPECT_GT(spills, 10000u);       // ...and so was the hand-over
   EXPECT_GT(lazy_routes, 50000u);  // Route skipped the others' loads
 }
 
-// The short path against the contract itself (not only the general path),
-// on one-weight lists with unequal loads.
-TEST(PreparedCandidates, OneWeightAnswersAreTheReferences) {
+// The short paths against the contract itself (not only the general path),
+// on one-weight and two-weight lists with unequal loads.
+TEST(PreparedCandidates, ShortPathAnswersAreTheReferences) {
   std::mt19937_64 rng(7);
   for (int list = 0; list < 200; ++list) {
+    const bool two = list % 2 == 1;
+    const std::string name = "backend-" + std::to_string(list);
     std::vector<reference::Backend> backends =
-        test_util::Backends({5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
-                            "backend-" + std::to_string(list));
+        two ? test_util::Backends({5, 5, 3, 5, 5, 3, 3, 5, 5, 5, 3, 5}, name)
+            : test_util::Backends({5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}, name);
     for (auto& b : backends) b.load = rng() % 4;
     const std::vector<Candidate> candidates = test_util::View(backends);
     const PreparedCandidates prepared(candidates, TableOf(candidates));
-    ASSERT_TRUE(prepared.one_weight());
+    ASSERT_EQ(prepared.one_weight(), !two);
+    ASSERT_EQ(prepared.two_weights(), two);
     const auto bounded = *BoundedLoadRendezvous::Create(125);
     DecisionScratch scratch;
     for (int k = 0; k < 50; ++k) {
@@ -211,15 +219,21 @@ TEST(PreparedCandidates, RouteSamplesTheOthersOnlyForABusyOwner) {
   }
 }
 
-TEST(PreparedCandidates, ShortPathOnlyForOneWeightThatFits) {
+TEST(PreparedCandidates, ShortPathsOnlyForListsThatFit) {
   const std::vector<Candidate> equal = {{"a", 3}, {"b", 3}, {"c", 7, false}};
   EXPECT_TRUE(PreparedCandidates(equal, TableOf(equal)).one_weight());
-  const std::vector<Candidate> mixed = {{"a", 3}, {"b", 4}};
+  EXPECT_FALSE(PreparedCandidates(equal, TableOf(equal)).two_weights());
+  const std::vector<Candidate> mixed = {{"a", 3}, {"b", 4}, {"c", 0}};
   EXPECT_FALSE(PreparedCandidates(mixed, TableOf(mixed)).one_weight());
+  EXPECT_TRUE(PreparedCandidates(mixed, TableOf(mixed)).two_weights());
+  const std::vector<Candidate> three = {{"a", 3}, {"b", 4}, {"c", 5}};
+  EXPECT_FALSE(PreparedCandidates(three, TableOf(three)).one_weight());
+  EXPECT_FALSE(PreparedCandidates(three, TableOf(three)).two_weights());
   // Weights summing past 2^32 - 1: the general path reports the overflow.
   const std::vector<Candidate> heavy = {{"a", 3000000000u}, {"b", 3000000000u}};
   const PreparedCandidates prepared_heavy(heavy, TableOf(heavy));
   EXPECT_FALSE(prepared_heavy.one_weight());
+  EXPECT_FALSE(prepared_heavy.two_weights());
   DecisionScratch scratch;
   const auto bounded = *BoundedLoadRendezvous::Create(150);
   const Result<Decision> d = prepared_heavy.Decide(

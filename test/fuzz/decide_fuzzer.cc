@@ -9,7 +9,9 @@
 // - the IdentityTable overloads of Pick and Decide (a table built from the
 //   same candidates) answer exactly as the plain ones, errors included;
 // - PreparedCandidates (one-weight lists are made common: bit 0x20 of the
-//   first candidate's shape gives every candidate its weight) answers as
+//   first candidate's shape gives every candidate its weight; bit 0x40 makes
+//   two-weight lists, each candidate taking the first or the last one's
+//   weight by bit 0x20 of its own shape) answers as
 //   well: Pick and Decide exactly, Route with Decide's routing, sampling
 //   each load at most once and, for an idle owner, reporting no load sum.
 #include <algorithm>
@@ -77,10 +79,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> ids(n);
   std::vector<poise::Candidate> candidates(n);
   std::vector<uint64_t> loads(n);
-  bool one_weight = false;
+  bool one_weight = false, two_weights = false;
+  std::vector<bool> second(n);
   for (size_t i = 0; i < n; ++i) {
     const uint8_t shape = in.Byte();
     if (i == 0) one_weight = (shape & 0x20) != 0;
+    if (i == 0) two_weights = (shape & 0x40) != 0;
+    second[i] = i != 0 && (shape & 0x20) != 0;
     // Short identities, often colliding (duplicates are allowed).
     ids[i] = std::string(1, static_cast<char>('a' + (shape & 7)));
     if (shape & 8) ids[i] += std::to_string(in.Byte());
@@ -97,6 +102,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < n; ++i) candidates[i].identity = ids[i];
   if (one_weight) {
     for (auto& c : candidates) c.weight = candidates[0].weight;
+  } else if (two_weights && n > 1) {
+    const uint32_t a = candidates[0].weight, b = candidates[n - 1].weight;
+    for (size_t i = 0; i < n; ++i) candidates[i].weight = second[i] ? b : a;
   }
   const std::string_view key = in.Rest();
 
