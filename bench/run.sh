@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Builds poise_core_bench (Release) and prints a median summary table.
+# Builds poise_core_bench (Release) and prints a median summary table. The
+# repetitions of all benchmarks run in a random interleaved order, so that a
+# drift of the machine's speed during the run (seen on the shared VM) spreads
+# over every row instead of biasing the rows that ran during it.
 # Usage: bench/run.sh [extra Google Benchmark flags]   (BUILD_DIR overrides
 # the build directory, default build-bench). The core benchmarks take about
 # 1.5 minutes, the end-to-end benchmark about 4.5 (poise_e2e_bench, see
@@ -14,6 +17,7 @@ cmake --build "$build" -j2 --target poise_core_bench >/dev/null
 out="$build/bench/core_bench.json"
 "$build/bench/poise_core_bench" --benchmark_repetitions=5 \
   --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 \
+  --benchmark_enable_random_interleaving=true \
   --benchmark_out="$out" --benchmark_out_format=json "$@" >/dev/null
 python3 - "$out" <<'PY'
 import json, sys
