@@ -224,10 +224,11 @@ void BM_PreparedPickTwoWeights(benchmark::State& state) {
   PreparedPickBench(state, false);
 }
 
-// Route (range(1) = percent saturated) for the bounded policy, one weight.
-void BM_PreparedRoute(benchmark::State& state) {
+// Route (range(1) = percent saturated) for the bounded policy, on one weight
+// or on the two weights of MakeCluster.
+void PreparedRouteBench(benchmark::State& state, bool one_weight) {
   RunBounded(
-      state, true,
+      state, one_weight,
       [](const std::vector<poise::Candidate>& candidates,
          const poise::BoundedLoadRendezvous& policy) {
         return [&policy,
@@ -239,6 +240,13 @@ void BM_PreparedRoute(benchmark::State& state) {
           return prepared->Route(policy, key, load, scratch);
         };
       });
+}
+
+void BM_PreparedRoute(benchmark::State& state) {
+  PreparedRouteBench(state, true);
+}
+void BM_PreparedRouteTwoWeights(benchmark::State& state) {
+  PreparedRouteBench(state, false);
 }
 
 // A ring like gRPC's ring_hash default: at least 1024 entries, weighted,
@@ -386,6 +394,8 @@ BENCHMARK(BM_BoundedTable)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PreparedPick)->Apply(Sizes);
 BENCHMARK(BM_PreparedPickTwoWeights)->Apply(Sizes);
 BENCHMARK(BM_PreparedRoute)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
+BENCHMARK(BM_PreparedRouteTwoWeights)
+    ->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_Ring)->Apply(Sizes);
 BENCHMARK(BM_ArgmaxFloor)->Apply(Sizes);
 BENCHMARK(BM_SnapshotBuild)->Arg(10)->Arg(100)->Arg(1000);

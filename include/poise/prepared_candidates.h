@@ -155,13 +155,53 @@ class PreparedCandidates final {
   // registers (no per-candidate weight search), then the general finish.
   Result<size_t> PickTwoWeights(std::string_view key) const;
 
-  // Mixed weights: the general path (out of line, so that the short path's
-  // code stays a few contiguous cache lines).
+  // Mixed weights: the general path, or for two weights its pass with both
+  // leaders in registers (as PickTwoWeights) and the loads sampled in the
+  // same loop, then the general finish. Out of line, so that the one-weight
+  // path's code stays a few contiguous cache lines.
   template <typename LoadFn>
   [[gnu::noinline]] Result<Decision> DecideGeneral(
       const BoundedLoadRendezvous& bounded, std::string_view key, LoadFn& load,
       DecisionScratch& scratch) const {
-    return bounded.Decide(key, candidates_, *table_, load, scratch);
+    if (second_weight_ == 0) {
+      return bounded.Decide(key, candidates_, *table_, load, scratch);
+    }
+    if (!scratch.Reserve(candidates_.size())) {
+      return PickError::kScratchCapacityExceeded;
+    }
+    scratch.Resize(candidates_.size());  // within capacity: never allocates
+    const KeyHash hash(key);
+    const uint64_t state = hash.state();
+    uint64_t* const z = scratch.hashes_.data();
+    uint64_t* const loads = scratch.loads_.data();
+    detail::Leader first = detail::Leader::Empty();
+    detail::Leader second = detail::Leader::Empty();
+    uint64_t total_load = 0;
+    bool overflow = false;
+    const size_t m = eligible_.size();
+    for (size_t e = 0; e < m; ++e) {
+      const uint32_t i = eligible_[e];
+      const uint64_t zi = table_->Mixed(state, i);
+      z[i] = zi;
+      const auto sampled = static_cast<uint64_t>(load(size_t{i}));
+      loads[i] = sampled;
+      overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
+      const bool is_second = has_second_[e] != 0;
+      first.Offer(zi, i, !is_second);
+      second.Offer(zi, i, is_second);
+    }
+    detail::PassState pass;
+    pass.groups[0] =
+        detail::WeightGroup{first_weight_, first, detail::Leader::Empty()};
+    pass.groups[1] =
+        detail::WeightGroup{second_weight_, second, detail::Leader::Empty()};
+    pass.group_count = 2;
+    pass.total_load = total_load;
+    pass.load_overflow = overflow;
+    pass.total_weight = uint64_t{first_weight_} * first.count +
+                        uint64_t{second_weight_} * second.count;
+    return bounded.FinishDecision(hash, candidates_, table_.get(), scratch,
+                                  pass);
   }
   // The general path, on the loads the short path sampled into `scratch`.
   // Out of line: with one weight it runs only for a near-tie.

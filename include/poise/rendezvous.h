@@ -194,6 +194,8 @@ class DecisionScratch final {
 };
 
 class BoundedLoadRendezvous final {
+  friend class PreparedCandidates;  // FinishDecision after its own pass
+
  public:
   static constexpr uint32_t kDefaultFactorPercent = 150;
   static constexpr uint32_t kMinFactorPercent = 100;
