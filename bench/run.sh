@@ -39,8 +39,12 @@ for title, u_name, b_name in (
         ("one weight, through PreparedCandidates (what the gRPC picker runs "
          "when all backends have one weight; bounded = Route)",
          "BM_PreparedPick", "BM_PreparedRoute"),
-        ("two weights, with an IdentityTable (what the gRPC picker runs for "
-         "mixed weights)", "BM_UnboundedTable", "BM_BoundedTable"),
+        ("two weights, through PreparedCandidates (what the gRPC picker runs "
+         "when the backends have exactly two weights)",
+         "BM_PreparedPickTwoWeights", "BM_PreparedRouteTwoWeights"),
+        ("the general path with an IdentityTable, on the same two weights "
+         "(what the gRPC picker runs for three or more weights)",
+         "BM_UnboundedTable", "BM_BoundedTable"),
         ("hashing the identities on every pick (candidate list only)",
          "BM_Unbounded", "BM_Bounded")):
     print()
@@ -59,16 +63,6 @@ for title, u_name, b_name in (
               f"| {f(c(f'{b_name}/{n}/90', 'spill_rate'), '{:.2f}')} "
               f"| {f(t(f'BM_Ring/{n}'))} | {f(a)} "
               f"| {f(a / n if a else None, '{:.2f}')} |")
-print()
-print("two weights through PreparedCandidates (what the gRPC picker runs for an "
-      "unbounded pick when the backends have exactly two weights)")
-print("| n | unbounded | ns/cand | vs the table path above |")
-print("|---:|---:|---:|---:|")
-for n in (3, 10, 100, 1000):
-    u = t(f"BM_PreparedPickTwoWeights/{n}")
-    g = t(f"BM_UnboundedTable/{n}")
-    print(f"| {n} | {f(u)} | {f(u / n if u else None, '{:.2f}')} "
-          f"| {f(u / g if u and g else None, '{:.2f}')} |")
 print()
 print("| n | snapshot build (candidates, counters, PreparedCandidates) ns "
       "| IdentityTable build (on address change) ns | ring build ns |")
