@@ -155,10 +155,52 @@ class PreparedCandidates final {
   // registers (no per-candidate weight search), then the general finish.
   Result<size_t> PickTwoWeights(std::string_view key) const;
 
-  // Mixed weights: the general path, or for two weights its pass with both
-  // leaders in registers (as PickTwoWeights) and the loads sampled in the
-  // same loop, then the general finish. Out of line, so that the one-weight
-  // path's code stays a few contiguous cache lines.
+  // The general pass for two weights, as RunPass builds it: each candidate
+  // is offered to both leaders and taken by its own (a refused offer leaves
+  // a Leader exactly as it was), so both stay in registers and there is no
+  // branch on the weight. Bounded, it also keeps every z and samples each
+  // eligible load once into `scratch` (sized by the caller).
+  template <bool kBounded, typename LoadFn>
+  detail::PassState TwoWeightPass(uint64_t key_state, LoadFn& load,
+                                  DecisionScratch* scratch) const {
+    detail::Leader first = detail::Leader::Empty();
+    detail::Leader second = detail::Leader::Empty();
+    uint64_t total_load = 0;
+    bool overflow = false;
+    uint64_t* const kept_z = kBounded ? scratch->hashes_.data() : nullptr;
+    uint64_t* const kept_loads = kBounded ? scratch->loads_.data() : nullptr;
+    const size_t m = eligible_.size();
+    for (size_t e = 0; e < m; ++e) {
+      const uint32_t i = eligible_[e];
+      const uint64_t z = table_->Mixed(key_state, i);
+      if constexpr (kBounded) {
+        kept_z[i] = z;
+        const auto sampled = static_cast<uint64_t>(load(size_t{i}));
+        kept_loads[i] = sampled;
+        overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
+      }
+      const bool is_second = has_second_[e] != 0;
+      first.Offer(z, i, !is_second);
+      second.Offer(z, i, is_second);
+    }
+    detail::PassState pass;
+    pass.groups[0] =
+        detail::WeightGroup{first_weight_, first, detail::Leader::Empty()};
+    pass.groups[1] =
+        detail::WeightGroup{second_weight_, second, detail::Leader::Empty()};
+    pass.group_count = 2;
+    if constexpr (kBounded) {
+      pass.total_load = total_load;
+      pass.load_overflow = overflow;
+      pass.total_weight = uint64_t{first_weight_} * first.count +
+                          uint64_t{second_weight_} * second.count;
+    }
+    return pass;
+  }
+
+  // Mixed weights: the general path, or for two weights TwoWeightPass and
+  // the general finish. Out of line, so that the one-weight path's code
+  // stays a few contiguous cache lines.
   template <typename LoadFn>
   [[gnu::noinline]] Result<Decision> DecideGeneral(
       const BoundedLoadRendezvous& bounded, std::string_view key, LoadFn& load,
@@ -171,35 +213,7 @@ class PreparedCandidates final {
     }
     scratch.Resize(candidates_.size());  // within capacity: never allocates
     const KeyHash hash(key);
-    const uint64_t state = hash.state();
-    uint64_t* const z = scratch.hashes_.data();
-    uint64_t* const loads = scratch.loads_.data();
-    detail::Leader first = detail::Leader::Empty();
-    detail::Leader second = detail::Leader::Empty();
-    uint64_t total_load = 0;
-    bool overflow = false;
-    const size_t m = eligible_.size();
-    for (size_t e = 0; e < m; ++e) {
-      const uint32_t i = eligible_[e];
-      const uint64_t zi = table_->Mixed(state, i);
-      z[i] = zi;
-      const auto sampled = static_cast<uint64_t>(load(size_t{i}));
-      loads[i] = sampled;
-      overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
-      const bool is_second = has_second_[e] != 0;
-      first.Offer(zi, i, !is_second);
-      second.Offer(zi, i, is_second);
-    }
-    detail::PassState pass;
-    pass.groups[0] =
-        detail::WeightGroup{first_weight_, first, detail::Leader::Empty()};
-    pass.groups[1] =
-        detail::WeightGroup{second_weight_, second, detail::Leader::Empty()};
-    pass.group_count = 2;
-    pass.total_load = total_load;
-    pass.load_overflow = overflow;
-    pass.total_weight = uint64_t{first_weight_} * first.count +
-                        uint64_t{second_weight_} * second.count;
+    detail::PassState pass = TwoWeightPass<true>(hash.state(), load, &scratch);
     return bounded.FinishDecision(hash, candidates_, table_.get(), scratch,
                                   pass);
   }

@@ -75,26 +75,8 @@ Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
 
 Result<size_t> PreparedCandidates::PickTwoWeights(std::string_view key) const {
   const KeyHash hash(key);
-  const uint64_t state = hash.state();
-  // Each candidate is offered to both leaders, taken by its own: a refused
-  // offer leaves a Leader exactly as it was, so each ends as the general
-  // pass's leader of that weight, without a branch on the weight.
-  detail::Leader first = detail::Leader::Empty();
-  detail::Leader second = detail::Leader::Empty();
-  const size_t m = eligible_.size();
-  for (size_t e = 0; e < m; ++e) {
-    const uint32_t i = eligible_[e];
-    const uint64_t z = table_->Mixed(state, i);
-    const bool is_second = has_second_[e] != 0;
-    first.Offer(z, i, !is_second);
-    second.Offer(z, i, is_second);
-  }
-  detail::PassState pass;
-  pass.groups[0] =
-      detail::WeightGroup{first_weight_, first, detail::Leader::Empty()};
-  pass.groups[1] =
-      detail::WeightGroup{second_weight_, second, detail::Leader::Empty()};
-  pass.group_count = 2;
+  const auto no_load = [](size_t) { return uint64_t{0}; };
+  detail::PassState pass = TwoWeightPass<false>(hash.state(), no_load, nullptr);
   return internal::FinishPick(hash, candidates_, *table_, pass);
 }
 
