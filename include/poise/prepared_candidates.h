@@ -9,8 +9,8 @@
 // and, when the owner has room, no room search. What matters is less the
 // instructions saved than the code and data a pick touches: inside an RPC
 // stack both are cold at every call (docs/bench-e2e.md). With exactly two
-// weights, Pick keeps both weights' leaders in registers instead of searching
-// each candidate's weight, then finishes as the general path does. Anything
+// weights, every decision keeps both weights' leaders in registers instead of
+// searching each candidate's weight, then finishes as the general path does. Anything
 // else (more weights, a near-tie between the two largest z, a full owner with
 // no clear successor) takes the general path and gets the same answer.
 #ifndef POISE_PREPARED_CANDIDATES_H_
@@ -42,7 +42,8 @@ class PreparedCandidates final {
   // Whether decisions can take the short path (every eligible candidate has
   // one weight); for tests and benchmarks.
   bool one_weight() const { return weight_ != 0; }
-  // Whether Pick has the two-weight path (exactly two eligible weights).
+  // Whether decisions take the two-weight path (exactly two eligible
+  // weights); for tests and benchmarks.
   bool two_weights() const { return second_weight_ != 0; }
 
   // WeightedRendezvous::Pick(key, candidates(), table()).
