@@ -210,10 +210,9 @@ class PreparedCandidates final {
     if (second_weight_ == 0) {
       return bounded.Decide(key, candidates_, *table_, load, scratch);
     }
-    if (!scratch.Reserve(candidates_.size())) {
+    if (!scratch.Fit(candidates_.size())) {
       return PickError::kScratchCapacityExceeded;
     }
-    scratch.Resize(candidates_.size());  // within capacity: never allocates
     const KeyHash hash(key);
     detail::PassState pass = TwoWeightPass<true>(hash.state(), load, &scratch);
     return bounded.FinishDecision(hash, candidates_, table_.get(), scratch,
@@ -227,14 +226,13 @@ class PreparedCandidates final {
 
   std::vector<Candidate> candidates_;
   std::shared_ptr<const IdentityTable> table_;
-  // The short path's data, set only when every eligible candidate has one
-  // weight, their sum fits in 32 bits and the table matches.
+  // The short paths' data, set only when the eligible candidates have one or
+  // two weights, their sum fits in 32 bits and the table matches.
   std::vector<uint32_t> eligible_;  // ascending, as the contract visits them
-  uint32_t weight_ = 0;             // 0: always the general path
+  uint32_t weight_ = 0;             // the one weight; 0: not one weight
   uint32_t total_weight_ = 0;
-  // Two weights (Pick only): in order of first appearance, as the general
-  // pass finds them, and which one each eligible candidate has (parallel to
-  // eligible_).
+  // Two weights: in order of first appearance, as the general pass finds
+  // them, and which one each eligible candidate has (parallel to eligible_).
   uint32_t first_weight_ = 0;
   uint32_t second_weight_ = 0;  // 0: not the two-weight path
   std::vector<uint8_t> has_second_;

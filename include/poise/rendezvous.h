@@ -164,26 +164,26 @@ class DecisionScratch final {
   friend class BoundedLoadRendezvous;
   friend class PreparedCandidates;
 
-  void Resize(size_t n) {
+  detail::Kept Kept() { return detail::Kept{hashes_.data(), loads_.data()}; }
+
+  // Sizes every buffer for n candidates without throwing; false if they
+  // could not grow. Within the capacity already held it never allocates.
+  bool Fit(size_t n) {
+    if (n > max_candidates_) return false;
+    if (n > capacity()) {  // a failed attempt may grow some of them
+      try {
+        loads_.reserve(n);
+        hashes_.reserve(n);
+        survivors_.reserve(n);
+      } catch (const std::bad_alloc&) {
+        return false;
+      } catch (const std::length_error&) {
+        return false;
+      }
+    }
     loads_.resize(n);
     hashes_.resize(n);
     survivors_.resize(n);
-  }
-  detail::Kept Kept() { return detail::Kept{hashes_.data(), loads_.data()}; }
-
-  // Makes room for n candidates without throwing.
-  bool Reserve(size_t n) {
-    if (n > max_candidates_) return false;
-    if (n <= capacity()) return true;  // a failed Reserve may grow some
-    try {
-      loads_.reserve(n);
-      hashes_.reserve(n);
-      survivors_.reserve(n);
-    } catch (const std::bad_alloc&) {
-      return false;
-    } catch (const std::length_error&) {
-      return false;
-    }
     return true;
   }
 
@@ -266,8 +266,7 @@ class BoundedLoadRendezvous final {
                               DecisionScratch& scratch) const {
     const size_t n = candidates.size();
     if (n == 0) return PickError::kEmpty;
-    if (!scratch.Reserve(n)) return PickError::kScratchCapacityExceeded;
-    scratch.Resize(n);  // within capacity: never allocates
+    if (!scratch.Fit(n)) return PickError::kScratchCapacityExceeded;
     const KeyHash hash(key);
     detail::PassState pass;
     detail::RunPass<true>(

@@ -83,8 +83,7 @@ Result<size_t> PreparedCandidates::PickTwoWeights(std::string_view key) const {
 bool PreparedCandidates::LeadInto(std::string_view key,
                                   DecisionScratch& scratch,
                                   detail::Leader& lead) const {
-  if (!scratch.Reserve(candidates_.size())) return false;
-  scratch.Resize(candidates_.size());  // within capacity: never allocates
+  if (!scratch.Fit(candidates_.size())) return false;
   lead = Lead(*table_, eligible_, KeyHash(key).state(), scratch.hashes_.data());
   return true;
 }
