@@ -205,6 +205,14 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
     const Result<size_t> owner = all_.Pick(key);
     return owner.ok() && entries_[owner.value()].pending;
   }
+  // A slot on entries_[index]'s in-flight counter, unless it is at
+  // maxInFlightPerBackend (0: no limit). The guard keeps the counter alive.
+  InFlightGuard TryAcquire(size_t index) const {
+    const PickEntry& entry = entries_[index];
+    return InFlightGuard::TryAcquireWithin(
+        std::shared_ptr<InFlightCounter>(entry.cell, &entry.cell->in_flight),
+        config_->config().max_in_flight_per_backend);
+  }
   PickResult Complete(size_t index, bool spilled, InFlightGuard guard) const;
   POISE_COLD void TracePick(size_t index, bool spilled) const;
   PickResult PickUnbounded(std::string_view key, bool keyed);
@@ -294,11 +302,7 @@ RendezvousPicker::PickResult RendezvousPicker::PickUnbounded(
   const Result<size_t> chosen = ready_.Pick(key);
   if (!chosen.ok()) return Fail(RouteError(chosen.error()));
   if (!track_load_) return Complete(chosen.value(), false, InFlightGuard());
-  InFlightGuard guard = InFlightGuard::TryAcquireWithin(
-      std::shared_ptr<InFlightCounter>(
-          entries_[chosen.value()].cell,
-          &entries_[chosen.value()].cell->in_flight),
-      config_->config().max_in_flight_per_backend);
+  InFlightGuard guard = TryAcquire(chosen.value());
   if (guard.held()) return Complete(chosen.value(), false, std::move(guard));
   return PickWithinLimit(key, chosen.value());
 }
@@ -313,10 +317,7 @@ RendezvousPicker::PickResult RendezvousPicker::PickBounded(std::string_view key,
       Scratch());
   if (!routed.ok()) return Fail(RouteError(routed.error()));
   const PreparedCandidates::Routed& d = routed.value();
-  const PickEntry& entry = entries_[d.selection];
-  InFlightGuard guard = InFlightGuard::TryAcquireWithin(
-      std::shared_ptr<InFlightCounter>(entry.cell, &entry.cell->in_flight),
-      config_->config().max_in_flight_per_backend);
+  InFlightGuard guard = TryAcquire(d.selection);
   if (guard.held()) return Complete(d.selection, d.spilled, std::move(guard));
   return PickWithinLimit(key, d.affinity);
 }
@@ -345,10 +346,7 @@ RendezvousPicker::PickResult RendezvousPicker::PickWithinLimit(
       if (!owner.ok()) break;
       selection = owner.value();
     }
-    const PickEntry& entry = entries_[selection];
-    InFlightGuard guard = InFlightGuard::TryAcquireWithin(
-        std::shared_ptr<InFlightCounter>(entry.cell, &entry.cell->in_flight),
-        limit);
+    InFlightGuard guard = TryAcquire(selection);
     if (guard.held()) {
       return Complete(selection, selection != affinity, std::move(guard));
     }
