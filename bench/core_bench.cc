@@ -137,7 +137,7 @@ void BM_UnboundedTable(benchmark::State& state) {
 }
 
 // Runs a bounded benchmark on n = range(0) backends with range(1) percent of
-// them saturated: route(key, load, scratch) returns an absl::StatusOr of
+// them saturated: route(key, load, scratch) returns a poise::Result of
 // something with a `spilled` flag; the spill rate is reported beside the time.
 template <typename MakeRoute>
 void RunBounded(benchmark::State& state, bool one_weight,
