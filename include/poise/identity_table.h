@@ -50,6 +50,27 @@ class IdentityTable final {
     return Mix64(key_state * power_[i] + Row(key_state)[i]);
   }
 
+  // Mixed(key_state, i) for every i, with the key's row located once. A loop
+  // that stores each z through a uint64_t* should use this: the store may
+  // alias the table's size_t size_, so Mixed() would reload it every time.
+  class KeyRow {
+   public:
+    uint64_t Mixed(size_t i) const {
+      return Mix64(key_state_ * power_[i] + row_[i]);
+    }
+
+   private:
+    friend class IdentityTable;
+    KeyRow(uint64_t key_state, const uint64_t* power, const uint64_t* row)
+        : key_state_(key_state), power_(power), row_(row) {}
+    uint64_t key_state_;
+    const uint64_t* power_;
+    const uint64_t* row_;
+  };
+  KeyRow ForKey(uint64_t key_state) const {
+    return KeyRow(key_state, power_.data(), Row(key_state));
+  }
+
   // z[k] = Mixed(key_state, begin + k) for k < end - begin.
   void MixedRange(uint64_t key_state, size_t begin, size_t end,
                   uint64_t* z) const {

@@ -17,6 +17,7 @@
 #ifndef POISE_PREPARED_CANDIDATES_H_
 #define POISE_PREPARED_CANDIDATES_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -124,14 +125,33 @@ class PreparedCandidates final {
       LoadFn& load, DecisionScratch& scratch) const {
     uint64_t* const loads = scratch.loads_.data();
     const uint64_t* const z = scratch.hashes_.data();
+    // The survivors: the candidates whose z reached a threshold that about
+    // kSurvivorQuota of them reach (z is uniform), listed branch-free in the
+    // same loop. If the owner is full, the best candidate with room is among
+    // them unless none of them has room (then all are searched).
+    size_t* const survivors = scratch.survivors_.data();
+    const uint64_t threshold =
+        detail::SurvivorThreshold(eligible_.size(), detail::kSurvivorQuota);
+    size_t listed = 0;
     uint64_t total_load = 0;
     bool overflow = false;
-    for (const uint32_t i : eligible_) {
-      const uint64_t sampled =
-          i == known ? known_load : static_cast<uint64_t>(load(size_t{i}));
+    const auto sample = [&](uint32_t i, uint64_t sampled) {
       loads[i] = sampled;
       overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
-    }
+      survivors[listed] = i;
+      listed += z[i] >= threshold;
+    };
+    // The loop is split around `known` (found by binary search: eligible_
+    // is ascending) rather than testing every index against it.
+    const uint32_t* e = eligible_.data();
+    const uint32_t* const end = e + eligible_.size();
+    const uint32_t* const skip =
+        known == detail::kNone
+            ? end
+            : std::lower_bound(e, end, static_cast<uint32_t>(known));
+    for (; e != skip; ++e) sample(*e, static_cast<uint64_t>(load(size_t{*e})));
+    if (e != end) sample(*e++, known_load);
+    for (; e != end; ++e) sample(*e, static_cast<uint64_t>(load(size_t{*e})));
     if (overflow || total_load == UINT64_MAX) return PickError::kLoadOverflow;
     if (!detail::Decisive(lead)) return HandOver(bounded, key, scratch);
     // One weight, one bound. Capacity saturates at 2^64 - 1, above every
@@ -143,8 +163,18 @@ class PreparedCandidates final {
     size_t selection = owner;
     if (loads[owner] >= capacity) {
       detail::Leader room = detail::Leader::Empty();
-      for (const uint32_t i : eligible_) {
+      for (size_t s = 0; s < listed; ++s) {
+        const size_t i = survivors[s];
         room.Offer(z[i], i, loads[i] < capacity);
+      }
+      if (threshold != 0 && room.index == detail::kNone) {
+        for (const uint32_t i : eligible_) {
+          room.Offer(z[i], i, loads[i] < capacity);
+        }
+      } else if (threshold != 0) {
+        // Those not listed have z < threshold: the runner-up's bound.
+        room.count = std::max<size_t>(room.count, 2);
+        room.runner_up = std::max(room.runner_up, threshold - 1);
       }
       if (!detail::Decisive(room)) return HandOver(bounded, key, scratch);
       selection = room.index;
@@ -171,15 +201,24 @@ class PreparedCandidates final {
     bool overflow = false;
     uint64_t* const kept_z = kBounded ? scratch->hashes_.data() : nullptr;
     uint64_t* const kept_loads = kBounded ? scratch->loads_.data() : nullptr;
+    // Bounded, the first level of the room search's survivors is listed
+    // here, branch-free, rather than in a second pass over every z.
+    size_t* const survivors = kBounded ? scratch->survivors_.data() : nullptr;
+    const uint64_t threshold =
+        detail::SurvivorThreshold(candidates_.size(), detail::kSurvivorQuota);
+    size_t listed = 0;
+    const IdentityTable::KeyRow row = table_->ForKey(key_state);
     const size_t m = eligible_.size();
     for (size_t e = 0; e < m; ++e) {
       const uint32_t i = eligible_[e];
-      const uint64_t z = table_->Mixed(key_state, i);
+      const uint64_t z = row.Mixed(i);
       if constexpr (kBounded) {
         kept_z[i] = z;
         const auto sampled = static_cast<uint64_t>(load(size_t{i}));
         kept_loads[i] = sampled;
         overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
+        survivors[listed] = i;
+        listed += z >= threshold;
       }
       const bool is_second = has_second_[e] != 0;
       first.Offer(z, i, !is_second);
@@ -196,6 +235,7 @@ class PreparedCandidates final {
       pass.load_overflow = overflow;
       pass.total_weight = uint64_t{first_weight_} * first.count +
                           uint64_t{second_weight_} * second.count;
+      pass.survivors_listed = listed;
     }
     return pass;
   }

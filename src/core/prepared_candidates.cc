@@ -52,8 +52,9 @@ detail::Leader Lead(const IdentityTable& table,
                     const std::vector<uint32_t>& eligible, uint64_t key_state,
                     uint64_t* z) {
   detail::Leader lead = detail::Leader::Empty();
+  const IdentityTable::KeyRow row = table.ForKey(key_state);
   for (const uint32_t i : eligible) {
-    const uint64_t zi = table.Mixed(key_state, i);
+    const uint64_t zi = row.Mixed(i);
     if (z != nullptr) z[i] = zi;
     lead.Offer(zi, i);
   }

@@ -40,6 +40,7 @@ using detail::Decisive;
 using detail::kNone;
 using detail::Leader;
 using detail::Separated;
+using detail::SurvivorThreshold;
 
 // Comparing leaders of different weights without the contract logarithm.
 //
@@ -79,21 +80,58 @@ inline double ApproxScore(uint64_t z, uint32_t weight) {
          static_cast<double>(weight);
 }
 
+// Before any logarithm, Contest() tries bounds from the series of the true
+// logarithm. With s as above, u = s / 2^53 and x = 1 - u, both exact in
+// double (x = (2^53 - s) 2^-53), and -ln u = sum over k >= 1 of x^k / k, so
+//   lo = x + x^2/2 + x^3/3 + x^4/4  <=  -ln u  <=  lo + x^5 / (5 u) = hi,
+// taken for u >= 1/8 (beyond, hi is +inf). A leader's x is small (about
+// 1 / the members of its weight), so its bounds are tight: (hi - lo) / lo
+// < 1e-4 for x < 0.1; a lone member's x is uniform, hence the division
+// rather than a constant bound of the tail. Error budget, as for A:
+//  * evaluating lo and hi in double (u and 5 u need no rounding but one):
+//    a relative error below 8 * 2^-53 of values below 3.7, < 3.3e-15;
+//  * the contract: |S - (-ln u) / w| < 3e-14 / w + 2^-48 (its logarithm's
+//    error, then the rounding of its division);
+//  * dividing lo and hi by w adds at most half an ulp: <= 2^-48.
+// So S lies in [lo/w - E, hi/w + E] with E < 7.4e-14 as above, and the
+// same rule certifies: fl(hi_lead/w + 2 kScoreMargin) < lo_k/w implies
+// S_lead < S_k. These bounds take no call and no table, unlike log().
+struct Bracket {
+  double lo;
+  double hi;  // +inf when u < 1/8
+};
+
+inline Bracket ScoreBracket(uint64_t z, uint32_t weight) {
+  const uint64_t s = (z >> 11) + 1;
+  const double u = static_cast<double>(s) * 0x1p-53;
+  const double x = static_cast<double>((uint64_t{1} << 53) - s) * 0x1p-53;
+  const double x2 = x * x;
+  const double lo = x + x2 * (0.5 + x * (1.0 / 3 + x * 0.25));
+  const double hi = s >= (uint64_t{1} << 50)
+                        ? lo + (x2 * x2 * x) / (5 * u)
+                        : std::numeric_limits<double>::infinity();
+  const auto w = static_cast<double>(weight);
+  return Bracket{lo / w, hi / w};
+}
+
 // A candidate's identity in the contest (enough for Rank::Precedes without the
 // score, which is recomputed exactly where it matters).
+// Left uninitialized in an Outcome until found: zeroing the whole Outcome
+// took a `rep stos`, tens of cycles, at every decision.
 struct Choice {
-  size_t index = kNone;
-  uint64_t z = 0;
-  uint32_t weight = 0;
+  size_t index;
+  uint64_t z;
+  uint32_t weight;
 };
 
 struct Outcome {
   bool found = false;  // any eligible candidate
-  Choice affinity{};   // the best eligible candidate
+  Choice affinity;     // the best eligible candidate (if found)
   bool found_room = false;
-  Choice selection{};               // the best eligible candidate with room
+  Choice selection;  // the best eligible candidate with room (if found_room)
   uint64_t selection_capacity = 0;  // its capacity (kBounded)
   size_t exact_scores = 0;  // contract logarithms computed (tests, benches)
+  size_t approximated = 0;  // contests the brackets could not settle
   size_t near_ties = 0;     // contests the approximation could not settle
   size_t room_scans = 0;    // deeper survivor levels listed (kBounded)
 };
@@ -102,7 +140,7 @@ struct Outcome {
 // the contract's Score(z, weight)) or exactly.
 // Trivially constructible (the contest arrays are not cleared).
 struct Contender {
-  double approx;  // NaN until Score()d (a lone contender needs no score)
+  double approx;  // NaN until Scored() (most contests need no approx)
   Rank rank;      // rank.score is valid only when `exact`
   bool exact;
 
@@ -115,14 +153,31 @@ struct Contender {
 
 inline constexpr double kUnscored = std::numeric_limits<double>::quiet_NaN();
 
-// Picks the best of `c[0..count)` by Rank::Precedes. The approximation
-// settles it when the approximate leader is more than 2 * margin ahead of
-// everyone else; otherwise the leader and every contender within reach get
-// their exact contract score and the contract's full order decides.
-// Returns the winner's position in `c`.
+// Picks the best of `c[0..count)` by Rank::Precedes. The brackets settle
+// it when one contender's upper bound is more than 2 * margin below every
+// other's lower bound; else the approximation does when the approximate
+// leader is that far ahead of everyone else; otherwise the leader and every
+// contender within reach get their exact contract score and the contract's
+// full order decides. Returns the winner's position in `c`.
 inline size_t Contest(Contender* c, size_t count, double margin, Outcome& out) {
   // One contender (a cluster of one weight) wins without a logarithm.
   if (count == 1) return 0;
+  {
+    Bracket b[detail::kMaxGroups + 1];
+    size_t lead = 0;
+    for (size_t k = 0; k < count; ++k) {
+      b[k] = c[k].exact ? Bracket{c[k].rank.score, c[k].rank.score}
+                        : ScoreBracket(c[k].rank.z, c[k].rank.weight);
+      if (b[k].hi < b[lead].hi) lead = k;
+    }
+    const double bar = b[lead].hi + 2 * margin;
+    bool settled = true;
+    for (size_t k = 0; k < count; ++k) {
+      settled &= k == lead || bar < b[k].lo;
+    }
+    if (settled) return lead;
+  }
+  ++out.approximated;
   for (size_t k = 0; k < count; ++k) c[k].Scored();
   size_t lead = 0;
   for (size_t k = 1; k < count; ++k) {
@@ -179,15 +234,11 @@ struct RoomTest {
 struct RoomBuffers {
   detail::Kept kept;
   size_t* survivors;  // indices whose z reached the survivor threshold
-  size_t quota = 8;   // the expected number of survivors (tests vary it)
+  size_t quota = detail::kSurvivorQuota;  // tests vary it
+  // The first level's survivors, already in `survivors` (PassState's
+  // survivors_listed, for the default quota), or kNone.
+  size_t listed = kNone;
 };
-
-// The survivor threshold: about `quota` of n uniformly distributed z reach
-// it; 0 (everyone survives) for short lists.
-inline uint64_t SurvivorThreshold(size_t n, size_t quota) {
-  if (n <= 2 * quota) return 0;
-  return UINT64_MAX - (UINT64_MAX / n) * quota;
-}
 
 // Finishes the tournament after detail::RunPass over `field`, which provides
 //   size(), eligible(i), weight(i), Z(i), and for kBounded capacity(w) and
@@ -210,8 +261,10 @@ inline uint64_t SurvivorThreshold(size_t n, size_t quota) {
 //     cannot beat a contender already found, else searched again among a
 //     four times larger quota of survivors, and so on.
 template <bool kBounded, typename Field>
-Outcome Finish(const Field& field, detail::PassState& pass,
-               const RoomBuffers* buffers, double margin) {
+Outcome Finish(const Field& field,
+                                             detail::PassState& pass,
+                                             const RoomBuffers* buffers,
+                                             double margin) {
   using detail::WeightGroup;
   Outcome out;
   WeightGroup* const groups = pass.groups;
@@ -250,16 +303,14 @@ Outcome Finish(const Field& field, detail::PassState& pass,
     }
     return best;
   };
-  // A group's leader as a contender: approximately scored when the z argmax
-  // is decisive, else the group re-ranked exactly.
-  // With one weight there is nothing to compare across weights: no
-  // logarithm (a cold libm call costs a few hundred cycles inside a channel).
-  const bool lone = group_count == 1 && !pass.ungrouped;
+  // A group's leader as a contender: scored only if Contest needs it when
+  // the z argmax is decisive, else the group re-ranked exactly. A libm
+  // logarithm is taken only where the brackets cannot settle a contest (a
+  // cold libm call costs a few hundred cycles inside a channel).
   auto contender = [&](size_t k, const Leader& l, bool room) {
     const uint32_t w = groups[k].weight;
     if (Decisive(l)) {
-      return Contender{lone ? kUnscored : ApproxScore(l.z, w),
-                       Rank{0, l.z, w, l.index}, false};
+      return Contender{kUnscored, Rank{0, l.z, w, l.index}, false};
     }
     const Rank best = exact(k, room);
     return Contender{best.score, best, true};
@@ -335,7 +386,9 @@ Outcome Finish(const Field& field, detail::PassState& pass,
     for (bool first = true; open_count != 0; first = false) {
       const uint64_t threshold = SurvivorThreshold(n, quota);
       size_t listed = 0;
-      if (first) {
+      if (first && buffers->listed != kNone) {
+        listed = buffers->listed;
+      } else if (first) {
         for (size_t i = 0; i < n; ++i) {
           survivors[listed] = i;
           listed += z[i] >= threshold;

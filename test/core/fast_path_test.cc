@@ -351,6 +351,53 @@ TEST(FastPath, ApproxScoreErrorIsWellInsideTheMargin) {
   EXPECT_LT(worst, internal::kScoreMargin / 10);
 }
 
+// The brackets Contest() tries first (tournament.h): the contract's Score
+// must lie within [lo - E, hi + E] for an E well inside the margin, for
+// every z and weight, and the bounds must be tight where leaders live
+// (small x) and finite down to u = 1/8.
+TEST(FastPath, ScoreBracketHoldsTheContractScore) {
+  double worst = 0;  // how far outside its bracket a score fell
+  double widest_small_x = 0;
+  auto check = [&](uint64_t s, uint32_t w) {
+    const uint64_t z = (s - 1) << 11;
+    const internal::Bracket b = internal::ScoreBracket(z, w);
+    const double score = Score(z, w);
+    ASSERT_LE(b.lo, b.hi) << s << " " << w;
+    worst = std::max({worst, b.lo - score, score - b.hi});
+    const bool u_at_least_an_eighth = s >= (kTwo53 >> 3);
+    ASSERT_EQ(std::isfinite(b.hi), u_at_least_an_eighth) << s;
+    if (s >= kTwo53 - kTwo53 / 10 && s < kTwo53) {  // 0 < x <= 0.1
+      widest_small_x = std::max(widest_small_x, (b.hi - b.lo) / b.lo);
+    }
+  };
+  for (int e = 0; e <= 53; ++e) {
+    const uint64_t edge = uint64_t{1} << e;
+    for (uint64_t d = 0; d < 2048; ++d) {
+      if (edge > d) check(edge - d, 1);
+      if (edge + d <= kTwo53) check(edge + d, 1);
+    }
+  }
+  // Around u = 1/8 and u = 1/2, where the bounds change form or widen.
+  for (const uint64_t mid : {kTwo53 >> 3, kTwo53 >> 1}) {
+    for (uint64_t d = 0; d < 4096; ++d) check(mid - 2048 + d, 3);
+  }
+  std::mt19937_64 rng(43);
+  for (int i = 0; i < 4000000; ++i) {
+    // Half the draws near u = 1 (x uniform below 2^-k), like leaders.
+    const uint64_t s = i % 2 == 0 ? kTwo53 - (rng() >> (11 + rng() % 53))
+                                  : (rng() >> (11 + rng() % 53)) + 1;
+    const auto w = static_cast<uint32_t>(
+        i % 4 == 0 ? 1 : 1 + rng() % (uint64_t{1} << (1 + rng() % 32)));
+    check(std::max<uint64_t>(s, 1), w);
+  }
+  std::printf(
+      "max distance of Score outside its bracket = %.3g (margin %.3g);"
+      " widest bracket at x <= 0.1: %.3g relative\n",
+      worst, internal::kScoreMargin, widest_small_x);
+  EXPECT_LT(worst, internal::kScoreMargin / 10);
+  EXPECT_LT(widest_small_x, 1e-4);
+}
+
 // s_b whose score at weight wb is as close as possible to s_a's at wa:
 // U_b = U_a^(wb/wa). Returns the nearest few candidates' centre.
 uint64_t Partner(uint64_t s_a, uint32_t wa, uint32_t wb) {

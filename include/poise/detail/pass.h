@@ -61,6 +61,15 @@ inline bool Decisive(const Leader& l) {
   return l.index != kNone && (l.count <= 1 || Separated(l.z, l.runner_up));
 }
 
+// The survivor threshold: about `quota` of n uniformly distributed z reach
+// it; 0 (everyone survives) for short lists. A room search lists the
+// survivors first: the best candidate with room is usually among them.
+inline constexpr size_t kSurvivorQuota = 8;
+inline uint64_t SurvivorThreshold(size_t n, size_t quota) {
+  if (n <= 2 * quota) return 0;
+  return UINT64_MAX - (UINT64_MAX / n) * quota;
+}
+
 // The candidates of one weight. `room` is filled after the pass, when the
 // total load is known.
 struct alignas(16) WeightGroup {
@@ -80,6 +89,11 @@ struct PassState {
   uint64_t total_load = 0;
   bool load_overflow = false;  // the sampled loads' sum wrapped
   uint64_t total_weight = 0;   // eligible weights (kBounded)
+  // How many survivors a bounded pass listed, in ascending order, into the
+  // scratch (every eligible index whose z reached SurvivorThreshold(n,
+  // kSurvivorQuota), n counting every candidate); kNone: not listed, the
+  // room search lists them itself.
+  size_t survivors_listed = kNone;
 };
 
 // Where a bounded pass keeps what the room search needs (each holds size()
