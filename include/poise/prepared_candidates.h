@@ -74,14 +74,17 @@ class PreparedCandidates final {
 
   // The affinity, selection and spilled of Decide(bounded, key, load,
   // scratch), sampling less: an idle owner has room whatever the others'
-  // loads (every bound is at least 1), so with one weight the owner's load
-  // is sampled first and, when it is 0, nobody else's. Each eligible load is
-  // sampled at most once. A sum of loads past 2^64 - 1 then goes unreported:
-  // the answer did not depend on it.
+  // loads (every bound is at least 1), so with one or two weights the
+  // owner's load is sampled first and, when it is 0, nobody else's. Each
+  // eligible load is sampled at most once. A sum of loads past 2^64 - 1 then
+  // goes unreported: the answer did not depend on it.
   template <typename LoadFn>
   Result<Routed> Route(const BoundedLoadRendezvous& bounded,
                        std::string_view key, LoadFn&& load,
                        DecisionScratch& scratch) const {
+    if (second_weight_ != 0) {
+      return RouteTwoWeights(bounded, key, load, scratch);
+    }
     Result<Decision> d = PickError::kEmpty;
     if (weight_ == 0) {
       d = DecideGeneral(bounded, key, load, scratch);
@@ -123,48 +126,25 @@ class PreparedCandidates final {
       const BoundedLoadRendezvous& bounded, std::string_view key,
       const detail::Leader& lead, size_t known, uint64_t known_load,
       LoadFn& load, DecisionScratch& scratch) const {
-    uint64_t* const loads = scratch.loads_.data();
-    const uint64_t* const z = scratch.hashes_.data();
-    // The survivors: the candidates whose z reached a threshold that about
-    // kSurvivorQuota of them reach (z is uniform), listed branch-free in the
-    // same loop. If the owner is full, the best candidate with room is among
-    // them unless none of them has room (then all are searched).
-    size_t* const survivors = scratch.survivors_.data();
-    const uint64_t threshold =
-        detail::SurvivorThreshold(eligible_.size(), detail::kSurvivorQuota);
-    size_t listed = 0;
-    uint64_t total_load = 0;
-    bool overflow = false;
-    const auto sample = [&](uint32_t i, uint64_t sampled) {
-      loads[i] = sampled;
-      overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
-      survivors[listed] = i;
-      listed += z[i] >= threshold;
-    };
-    // The loop is split around `known` (found by binary search: eligible_
-    // is ascending) rather than testing every index against it.
-    const uint32_t* e = eligible_.data();
-    const uint32_t* const end = e + eligible_.size();
-    const uint32_t* const skip =
-        known == detail::kNone
-            ? end
-            : std::lower_bound(e, end, static_cast<uint32_t>(known));
-    for (; e != skip; ++e) sample(*e, static_cast<uint64_t>(load(size_t{*e})));
-    if (e != end) sample(*e++, known_load);
-    for (; e != end; ++e) sample(*e, static_cast<uint64_t>(load(size_t{*e})));
-    if (overflow || total_load == UINT64_MAX) return PickError::kLoadOverflow;
+    const Sampled sampled = SampleLoads(load, known, known_load, scratch);
+    if (sampled.overflow || sampled.total_load == UINT64_MAX) {
+      return PickError::kLoadOverflow;
+    }
     if (!detail::Decisive(lead)) return HandOver(bounded, key, scratch);
     // One weight, one bound. Capacity saturates at 2^64 - 1, above every
     // load here (each is at most L < 2^64 - 1), so load < capacity is the
     // exact room test.
     const uint64_t capacity = BoundedLoadRendezvous::Capacity(
-        bounded.factor_percent(), total_load, weight_, total_weight_);
+        bounded.factor_percent(), sampled.total_load, weight_, total_weight_);
+    const uint64_t* const loads = scratch.loads_.data();
+    const uint64_t* const z = scratch.hashes_.data();
+    const uint64_t threshold = sampled.threshold;
     const size_t owner = lead.index;
     size_t selection = owner;
     if (loads[owner] >= capacity) {
       detail::Leader room = detail::Leader::Empty();
-      for (size_t s = 0; s < listed; ++s) {
-        const size_t i = survivors[s];
+      for (size_t s = 0; s < sampled.listed; ++s) {
+        const size_t i = scratch.survivors_[s];
         room.Offer(z[i], i, loads[i] < capacity);
       }
       if (threshold != 0 && room.index == detail::kNone) {
@@ -183,6 +163,81 @@ class PreparedCandidates final {
                     capacity};
   }
 
+  // Every eligible load, sampled once into the scratch (the one of index
+  // `known`, if any, is `known_load`, sampled already), and in the same
+  // loop the survivors listed branch-free: the candidates whose z (in the
+  // scratch) reached a threshold that about kSurvivorQuota of them reach,
+  // z being uniform. A full owner's successor is usually among them.
+  struct Sampled {
+    uint64_t total_load = 0;
+    bool overflow = false;  // the sum wrapped
+    uint64_t threshold;     // 0 for short lists: everyone is listed
+    size_t listed = 0;      // in scratch.survivors_, ascending
+  };
+  template <typename LoadFn>
+  Sampled SampleLoads(LoadFn& load, size_t known, uint64_t known_load,
+                      DecisionScratch& scratch) const {
+    Sampled out;
+    out.threshold =
+        detail::SurvivorThreshold(eligible_.size(), detail::kSurvivorQuota);
+    uint64_t* const loads = scratch.loads_.data();
+    const uint64_t* const z = scratch.hashes_.data();
+    size_t* const survivors = scratch.survivors_.data();
+    const auto sample = [&](uint32_t i, uint64_t sampled) {
+      loads[i] = sampled;
+      out.overflow |=
+          __builtin_add_overflow(out.total_load, sampled, &out.total_load);
+      survivors[out.listed] = i;
+      out.listed += z[i] >= out.threshold;
+    };
+    // The loop is split around `known` (found by binary search: eligible_
+    // is ascending) rather than testing every index against it.
+    const uint32_t* e = eligible_.data();
+    const uint32_t* const end = e + eligible_.size();
+    const uint32_t* const skip =
+        known == detail::kNone
+            ? end
+            : std::lower_bound(e, end, static_cast<uint32_t>(known));
+    for (; e != skip; ++e) sample(*e, static_cast<uint64_t>(load(size_t{*e})));
+    if (e != end) sample(*e++, known_load);
+    for (; e != end; ++e) sample(*e, static_cast<uint64_t>(load(size_t{*e})));
+    return out;
+  }
+
+  // Route with two weights: the owner first, from a pass that keeps every z
+  // but samples no load; an idle owner is the answer. Otherwise the others'
+  // loads are sampled (with the survivors) and SettleTwoWeights decides.
+  template <typename LoadFn>
+  [[gnu::noinline]] Result<Routed> RouteTwoWeights(
+      const BoundedLoadRendezvous& bounded, std::string_view key, LoadFn& load,
+      DecisionScratch& scratch) const {
+    if (!scratch.Fit(candidates_.size())) {
+      return PickError::kScratchCapacityExceeded;
+    }
+    const KeyHash hash(key);
+    const auto no_load = [](size_t) { return uint64_t{0}; };
+    detail::PassState pass =
+        TwoWeightPass<Keep::kZ>(hash.state(), no_load, &scratch);
+    const size_t owner = BetterLeader(pass);
+    uint64_t owner_load = 0;
+    if (owner != detail::kNone) {
+      owner_load = static_cast<uint64_t>(load(owner));
+      if (owner_load == 0) return Routed{owner, owner, false};
+    }
+    const Sampled sampled = SampleLoads(load, owner, owner_load, scratch);
+    pass.total_load = sampled.total_load;
+    pass.load_overflow = sampled.overflow;
+    const Result<Decision> d =
+        SettleTwoWeights(bounded, hash, pass, scratch, owner, sampled.listed);
+    if (!d.ok()) return d.error();
+    return Routed{d.value().affinity, d.value().selection, d.value().spilled};
+  }
+
+  // The better of the two weights' leaders after TwoWeightPass when both
+  // are clear of their runners-up; kNone otherwise (the general finish
+  // decides then).
+  size_t BetterLeader(const detail::PassState& pass) const;
+
   // Two weights: the general pass's state with both leaders kept in
   // registers (no per-candidate weight search), then the general finish.
   Result<size_t> PickTwoWeights(std::string_view key) const;
@@ -190,35 +245,30 @@ class PreparedCandidates final {
   // The general pass for two weights, as RunPass builds it: each candidate
   // is offered to both leaders and taken by its own (a refused offer leaves
   // a Leader exactly as it was), so both stay in registers and there is no
-  // branch on the weight. Bounded, it also keeps every z and samples each
-  // eligible load once into `scratch` (sized by the caller).
-  template <bool kBounded, typename LoadFn>
+  // branch on the weight. It may also keep every z, and sample each eligible
+  // load once, into `scratch` (sized by the caller).
+  enum class Keep { kNothing, kZ, kZAndLoads };
+  template <Keep kKeep, typename LoadFn>
   detail::PassState TwoWeightPass(uint64_t key_state, LoadFn& load,
                                   DecisionScratch* scratch) const {
+    constexpr bool kBounded = kKeep == Keep::kZAndLoads;
     detail::Leader first = detail::Leader::Empty();
     detail::Leader second = detail::Leader::Empty();
     uint64_t total_load = 0;
     bool overflow = false;
-    uint64_t* const kept_z = kBounded ? scratch->hashes_.data() : nullptr;
+    uint64_t* const kept_z =
+        kKeep != Keep::kNothing ? scratch->hashes_.data() : nullptr;
     uint64_t* const kept_loads = kBounded ? scratch->loads_.data() : nullptr;
-    // Bounded, the first level of the room search's survivors is listed
-    // here, branch-free, rather than in a second pass over every z.
-    size_t* const survivors = kBounded ? scratch->survivors_.data() : nullptr;
-    const uint64_t threshold =
-        detail::SurvivorThreshold(candidates_.size(), detail::kSurvivorQuota);
-    size_t listed = 0;
     const IdentityTable::KeyRow row = table_->ForKey(key_state);
     const size_t m = eligible_.size();
     for (size_t e = 0; e < m; ++e) {
       const uint32_t i = eligible_[e];
       const uint64_t z = row.Mixed(i);
+      if constexpr (kKeep != Keep::kNothing) kept_z[i] = z;
       if constexpr (kBounded) {
-        kept_z[i] = z;
         const auto sampled = static_cast<uint64_t>(load(size_t{i}));
         kept_loads[i] = sampled;
         overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
-        survivors[listed] = i;
-        listed += z >= threshold;
       }
       const bool is_second = has_second_[e] != 0;
       first.Offer(z, i, !is_second);
@@ -230,13 +280,10 @@ class PreparedCandidates final {
     pass.groups[1] =
         detail::WeightGroup{second_weight_, second, detail::Leader::Empty()};
     pass.group_count = 2;
-    if constexpr (kBounded) {
-      pass.total_load = total_load;
-      pass.load_overflow = overflow;
-      pass.total_weight = uint64_t{first_weight_} * first.count +
-                          uint64_t{second_weight_} * second.count;
-      pass.survivors_listed = listed;
-    }
+    pass.total_load = total_load;
+    pass.load_overflow = overflow;
+    pass.total_weight = uint64_t{first_weight_} * first.count +
+                        uint64_t{second_weight_} * second.count;
     return pass;
   }
 
@@ -254,10 +301,23 @@ class PreparedCandidates final {
       return PickError::kScratchCapacityExceeded;
     }
     const KeyHash hash(key);
-    detail::PassState pass = TwoWeightPass<true>(hash.state(), load, &scratch);
-    return bounded.FinishDecision(hash, candidates_, table_.get(), scratch,
-                                  pass);
+    detail::PassState pass =
+        TwoWeightPass<Keep::kZAndLoads>(hash.state(), load, &scratch);
+    return SettleTwoWeights(bounded, hash, pass, scratch, BetterLeader(pass),
+                            detail::kNone);
   }
+  // The decision after a two-weight pass that kept every z and every load,
+  // as Settle makes it for one weight: `owner` is BetterLeader(pass) (kNone:
+  // the general finish decides); a full owner's successor is the better of
+  // each weight's best member with room among the survivors (`listed` of
+  // them in the scratch, as SampleLoads lists them; kNone: listed here). A
+  // weight none of whose survivors has room drops out when its unlisted
+  // members provably score worse. Anything else takes the general finish.
+  Result<Decision> SettleTwoWeights(const BoundedLoadRendezvous& bounded,
+                                    const KeyHash& hash,
+                                    detail::PassState& pass,
+                                    DecisionScratch& scratch, size_t owner,
+                                    size_t listed) const;
   // The general path, on the loads the short path sampled into `scratch`.
   // Out of line: with one weight it runs only for a near-tie.
   [[gnu::noinline, gnu::cold]] Result<Decision> HandOver(

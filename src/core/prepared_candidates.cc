@@ -74,11 +74,135 @@ Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
   return WeightedRendezvous::Pick(key, candidates_, *table_);
 }
 
+namespace {
+
+// The better of two decisive leaders (a, of weight wa, and b) by the
+// contract's order: their brackets settle it, or the general contest does.
+bool FirstIsBetter(const detail::Leader& a, uint32_t wa,
+                   const detail::Leader& b, uint32_t wb) {
+  internal::Contender c[2] = {
+      {internal::kUnscored, Rank{0, a.z, wa, a.index}, false},
+      {internal::kUnscored, Rank{0, b.z, wb, b.index}, false}};
+  internal::Outcome unused;
+  return internal::Contest(c, 2, internal::kScoreMargin, unused) == 0;
+}
+
+}  // namespace
+
 Result<size_t> PreparedCandidates::PickTwoWeights(std::string_view key) const {
   const KeyHash hash(key);
   const auto no_load = [](size_t) { return uint64_t{0}; };
-  detail::PassState pass = TwoWeightPass<false>(hash.state(), no_load, nullptr);
+  detail::PassState pass =
+      TwoWeightPass<Keep::kNothing>(hash.state(), no_load, nullptr);
+  const size_t owner = BetterLeader(pass);
+  if (owner != detail::kNone) return owner;
   return internal::FinishPick(hash, candidates_, *table_, pass);
+}
+
+size_t PreparedCandidates::BetterLeader(const detail::PassState& pass) const {
+  const detail::Leader& first = pass.groups[0].all;
+  const detail::Leader& second = pass.groups[1].all;
+  if (!detail::Decisive(first) || !detail::Decisive(second)) {
+    return detail::kNone;
+  }
+  return FirstIsBetter(first, first_weight_, second, second_weight_)
+             ? first.index
+             : second.index;
+}
+
+Result<Decision> PreparedCandidates::SettleTwoWeights(
+    const BoundedLoadRendezvous& bounded, const KeyHash& hash,
+    detail::PassState& pass, DecisionScratch& scratch, size_t owner,
+    size_t listed) const {
+  const auto general = [&] {
+    return bounded.FinishDecision(hash, candidates_, table_.get(), scratch,
+                                  pass);
+  };
+  if (pass.load_overflow || pass.total_load == UINT64_MAX) {
+    return PickError::kLoadOverflow;
+  }
+  if (owner == detail::kNone) return general();
+  const uint32_t weights[2] = {first_weight_, second_weight_};
+  const uint64_t* const loads = scratch.loads_.data();
+  const uint64_t* const z = scratch.hashes_.data();
+  // The eligible weights' sum fits in 32 bits (the constructor checked).
+  const auto total_weight = static_cast<uint32_t>(pass.total_weight);
+  const uint32_t factor = bounded.factor_percent();
+  // load < Capacity(w), without the division (as the general finish does).
+  const auto room_test = [&](uint32_t w) {
+    using u128 = unsigned __int128;
+    return internal::RoomTest{u128{factor} * (u128{pass.total_load} + 1) * w,
+                              uint64_t{100} * total_weight};
+  };
+  const internal::RoomTest room[2] = {room_test(weights[0]),
+                                      room_test(weights[1])};
+  // The owner's decision with `selection` of weight w.
+  const auto decision = [&](size_t selection, uint32_t w) {
+    return Decision{owner, selection, selection != owner, loads[selection],
+                    BoundedLoadRendezvous::Capacity(factor, pass.total_load, w,
+                                                    total_weight)};
+  };
+  const size_t owner_group = owner == pass.groups[0].all.index ? 0 : 1;
+  if (room[owner_group](loads[owner])) {
+    return decision(owner, weights[owner_group]);
+  }
+  // Each weight's best member with room among the survivors (listed
+  // branch-free, as the general finish lists them): within one weight z
+  // alone orders the members (tournament.h).
+  const uint64_t threshold =
+      detail::SurvivorThreshold(eligible_.size(), detail::kSurvivorQuota);
+  size_t* const survivors = scratch.survivors_.data();
+  if (listed == detail::kNone) {
+    listed = 0;
+    for (const uint32_t i : eligible_) {
+      survivors[listed] = i;
+      listed += z[i] >= threshold;
+    }
+  }
+  detail::Leader best[2] = {detail::Leader::Empty(), detail::Leader::Empty()};
+  for (size_t s = 0; s < listed; ++s) {
+    const size_t i = survivors[s];
+    const bool is_second = candidates_[i].weight == weights[1];
+    const bool has_room = room[is_second ? 1 : 0](loads[i]);
+    best[0].Offer(z[i], i, !is_second && has_room);
+    best[1].Offer(z[i], i, is_second && has_room);
+  }
+  bool contends[2] = {true, true};
+  for (size_t k = 0; k < 2; ++k) {
+    detail::Leader& l = best[k];
+    if (threshold == 0) {  // every member was listed
+      contends[k] = l.count != 0;
+    } else if (l.index != detail::kNone) {
+      // Members not listed have z < threshold.
+      l.count = std::max<size_t>(l.count, 2);
+      l.runner_up = std::max(l.runner_up, threshold - 1);
+    } else {
+      contends[k] = false;  // unless it might beat the other's best, below
+    }
+    if (contends[k] && !detail::Decisive(l)) return general();
+  }
+  if (threshold != 0) {
+    // A weight whose survivors all lack room: each of its members with room
+    // scores no better than z = threshold - 1 would. It drops out when the
+    // other weight's best is certified ahead of that bound, as in Contest.
+    for (size_t k = 0; k < 2; ++k) {
+      const size_t other = 1 - k;
+      if (best[k].index != detail::kNone) continue;
+      if (!contends[other]) return general();
+      const double bar =
+          internal::ScoreBracket(best[other].z, weights[other]).hi +
+          2 * internal::kScoreMargin;
+      if (!(bar < internal::ScoreBracket(threshold - 1, weights[k]).lo)) {
+        return general();
+      }
+    }
+  }
+  if (!contends[0] && !contends[1]) return general();
+  size_t group = contends[0] ? 0 : 1;
+  if (contends[0] && contends[1]) {
+    group = FirstIsBetter(best[0], weights[0], best[1], weights[1]) ? 0 : 1;
+  }
+  return decision(best[group].index, weights[group]);
 }
 
 bool PreparedCandidates::LeadInto(std::string_view key,

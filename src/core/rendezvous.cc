@@ -166,9 +166,8 @@ Result<Decision> BoundedLoadRendezvous::FinishDecision(
     return PickError::kLoadOverflow;
   }
   const std::vector<uint64_t>& loads = scratch.loads_;
-  const internal::RoomBuffers buffers{scratch.Kept(), scratch.survivors_.data(),
-                                      detail::kSurvivorQuota,
-                                      pass.survivors_listed};
+  const internal::RoomBuffers buffers{scratch.Kept(),
+                                      scratch.survivors_.data()};
   // The affinity owner is the best candidate overall, the selection the best
   // one with room (the first with room in the key's order). A factor >= 100
   // guarantees that one has room.

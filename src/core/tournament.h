@@ -235,9 +235,6 @@ struct RoomBuffers {
   detail::Kept kept;
   size_t* survivors;  // indices whose z reached the survivor threshold
   size_t quota = detail::kSurvivorQuota;  // tests vary it
-  // The first level's survivors, already in `survivors` (PassState's
-  // survivors_listed, for the default quota), or kNone.
-  size_t listed = kNone;
 };
 
 // Finishes the tournament after detail::RunPass over `field`, which provides
@@ -261,10 +258,8 @@ struct RoomBuffers {
 //     cannot beat a contender already found, else searched again among a
 //     four times larger quota of survivors, and so on.
 template <bool kBounded, typename Field>
-Outcome Finish(const Field& field,
-                                             detail::PassState& pass,
-                                             const RoomBuffers* buffers,
-                                             double margin) {
+Outcome Finish(const Field& field, detail::PassState& pass,
+               const RoomBuffers* buffers, double margin) {
   using detail::WeightGroup;
   Outcome out;
   WeightGroup* const groups = pass.groups;
@@ -386,9 +381,7 @@ Outcome Finish(const Field& field,
     for (bool first = true; open_count != 0; first = false) {
       const uint64_t threshold = SurvivorThreshold(n, quota);
       size_t listed = 0;
-      if (first && buffers->listed != kNone) {
-        listed = buffers->listed;
-      } else if (first) {
+      if (first) {
         for (size_t i = 0; i < n; ++i) {
           survivors[listed] = i;
           listed += z[i] >= threshold;

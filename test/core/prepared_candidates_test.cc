@@ -123,8 +123,8 @@ TEST(PreparedCandidates, EqualsTheGeneralPathOnRandomLists) {
         EXPECT_EQ(routed.value().selection, got.value().selection);
         EXPECT_EQ(routed.value().spilled, got.value().spilled);
         // Duplicates tie on z: not decisive, so everyone is sampled.
-        const bool lazy = prepared.one_weight() && !duplicates &&
-                          loads[got.value().affinity] == 0;
+        const bool lazy = (prepared.one_weight() || prepared.two_weights()) &&
+                          !duplicates && loads[got.value().affinity] == 0;
         size_t total_sampled = 0;
         for (size_t i = 0; i < n; ++i) {
           ASSERT_LE(sampled[i], candidates[i].IsEligible() ? 1 : 0) << i;
@@ -179,43 +179,47 @@ TEST(PreparedCandidates, ShortPathAnswersAreTheReferences) {
 }
 
 // Route reads one counter when the owner is idle and every eligible one,
-// once, when it is busy.
+// once, when it is busy; with one weight and with two.
 TEST(PreparedCandidates, RouteSamplesTheOthersOnlyForABusyOwner) {
-  std::vector<std::string> names(20);
-  std::vector<Candidate> candidates(names.size());
-  for (size_t i = 0; i < names.size(); ++i) {
-    names[i] = "b" + std::to_string(i);
-    candidates[i] = {names[i], 2};
-  }
-  candidates[3].eligible = false;
-  const PreparedCandidates prepared(candidates, TableOf(candidates));
-  ASSERT_TRUE(prepared.one_weight());
-  const auto bounded = *BoundedLoadRendezvous::Create(150);
-  DecisionScratch scratch;
-  const size_t owner = prepared.Pick("tenant-7").value();
-  std::vector<uint64_t> loads(candidates.size(), 1);
-  std::vector<int> sampled(candidates.size(), 0);
-  auto load = [&](size_t i) {
-    ++sampled[i];
-    return loads[i];
-  };
-  loads[owner] = 0;
-  auto routed = prepared.Route(bounded, "tenant-7", load, scratch);
-  ASSERT_TRUE(routed.ok());
-  EXPECT_EQ(routed.value().selection, owner);
-  EXPECT_FALSE(routed.value().spilled);
-  EXPECT_EQ(std::count(sampled.begin(), sampled.end(), 1), 1);
-  EXPECT_EQ(sampled[owner], 1);
-  // Busy and full (bound ceil(1.5 * 40 * 2 / 38) = 4): every eligible load
-  // once, and a spill.
-  loads[owner] = 20;
-  std::fill(sampled.begin(), sampled.end(), 0);
-  routed = prepared.Route(bounded, "tenant-7", load, scratch);
-  ASSERT_TRUE(routed.ok());
-  EXPECT_TRUE(routed.value().spilled);
-  EXPECT_EQ(routed.value().affinity, owner);
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    EXPECT_EQ(sampled[i], i == 3 ? 0 : 1) << i;
+  for (const bool two : {false, true}) {
+    SCOPED_TRACE(two ? "two weights" : "one weight");
+    std::vector<std::string> names(20);
+    std::vector<Candidate> candidates(names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+      names[i] = "b" + std::to_string(i);
+      candidates[i] = {names[i], two && i % 4 == 0 ? 5u : 2u};
+    }
+    candidates[3].eligible = false;
+    const PreparedCandidates prepared(candidates, TableOf(candidates));
+    ASSERT_EQ(prepared.one_weight(), !two);
+    ASSERT_EQ(prepared.two_weights(), two);
+    const auto bounded = *BoundedLoadRendezvous::Create(150);
+    DecisionScratch scratch;
+    const size_t owner = prepared.Pick("tenant-7").value();
+    std::vector<uint64_t> loads(candidates.size(), 1);
+    std::vector<int> sampled(candidates.size(), 0);
+    auto load = [&](size_t i) {
+      ++sampled[i];
+      return loads[i];
+    };
+    loads[owner] = 0;
+    auto routed = prepared.Route(bounded, "tenant-7", load, scratch);
+    ASSERT_TRUE(routed.ok());
+    EXPECT_EQ(routed.value().selection, owner);
+    EXPECT_FALSE(routed.value().spilled);
+    EXPECT_EQ(std::count(sampled.begin(), sampled.end(), 1), 1);
+    EXPECT_EQ(sampled[owner], 1);
+    // Busy and full (20 is above every bound here, the largest being
+    // ceil(1.5 * 39 * 5 / 53) = 6): every eligible load once, and a spill.
+    loads[owner] = 20;
+    std::fill(sampled.begin(), sampled.end(), 0);
+    routed = prepared.Route(bounded, "tenant-7", load, scratch);
+    ASSERT_TRUE(routed.ok());
+    EXPECT_TRUE(routed.value().spilled);
+    EXPECT_EQ(routed.value().affinity, owner);
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      EXPECT_EQ(sampled[i], i == 3 ? 0 : 1) << i;
+    }
   }
 }
 

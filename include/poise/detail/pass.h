@@ -89,11 +89,6 @@ struct PassState {
   uint64_t total_load = 0;
   bool load_overflow = false;  // the sampled loads' sum wrapped
   uint64_t total_weight = 0;   // eligible weights (kBounded)
-  // How many survivors a bounded pass listed, in ascending order, into the
-  // scratch (every eligible index whose z reached SurvivorThreshold(n,
-  // kSurvivorQuota), n counting every candidate); kNone: not listed, the
-  // room search lists them itself.
-  size_t survivors_listed = kNone;
 };
 
 // Where a bounded pass keeps what the room search needs (each holds size()
