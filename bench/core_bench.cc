@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -249,6 +250,69 @@ void BM_PreparedRouteTwoWeights(benchmark::State& state) {
   PreparedRouteBench(state, false);
 }
 
+// The bounded-to-unbounded ratio on one prepared list: Pick and Route (with
+// range(1) percent of the backends saturated) take turns over the same
+// blocks of keys, each block timed, the order swapped every iteration. Both
+// run on the same memory (the per-benchmark allocations move the timings of
+// separate benchmarks by up to ~30 % on the development VM) and through the
+// same drifts of the machine's speed, so the ratio is steadier than one of
+// two medians over the other.
+void PairedBench(benchmark::State& state, bool one_weight) {
+  using Clock = std::chrono::steady_clock;
+  constexpr size_t kBlock = 64;
+  const auto n = static_cast<size_t>(state.range(0));
+  const Cluster c =
+      MakeCluster(n, static_cast<double>(state.range(1)) / 100.0, one_weight);
+  const poise::PreparedCandidates prepared(
+      c.candidates, std::make_shared<const poise::IdentityTable>(c.candidates));
+  const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
+  const auto load = [&](size_t i) { return c.loads[i]; };
+  poise::DecisionScratch scratch;
+  const auto& keys = Keys();
+  Clock::duration pick{}, route{};
+  size_t k = 0;
+  bool pick_first = true;
+  for ([[maybe_unused]] auto _ : state) {
+    const auto picks = [&] {
+      const auto t = Clock::now();
+      for (size_t j = 0; j < kBlock; ++j) {
+        benchmark::DoNotOptimize(prepared.Pick(keys[(k + j) % kKeyPool]));
+      }
+      pick += Clock::now() - t;
+    };
+    const auto routes = [&] {
+      const auto t = Clock::now();
+      for (size_t j = 0; j < kBlock; ++j) {
+        benchmark::DoNotOptimize(
+            prepared.Route(policy, keys[(k + j) % kKeyPool], load, scratch));
+      }
+      route += Clock::now() - t;
+    };
+    if (pick_first) {
+      picks();
+      routes();
+    } else {
+      routes();
+      picks();
+    }
+    pick_first = !pick_first;
+    k += kBlock;
+  }
+  const auto per_call = [&](Clock::duration d) {
+    return std::chrono::duration<double, std::nano>(d).count() /
+           static_cast<double>(state.iterations() * kBlock);
+  };
+  state.counters["pick_ns"] = per_call(pick);
+  state.counters["route_ns"] = per_call(route);
+  state.counters["ratio"] = per_call(route) / per_call(pick);
+  state.counters["saturated"] = c.saturated_fraction;
+}
+
+void BM_PairedRatio(benchmark::State& state) { PairedBench(state, true); }
+void BM_PairedRatioTwoWeights(benchmark::State& state) {
+  PairedBench(state, false);
+}
+
 // A ring like gRPC's ring_hash default: at least 1024 entries, weighted,
 // entries hashed from "identity_j", the key's 64-bit hash binary-searched.
 struct Ring {
@@ -396,6 +460,8 @@ BENCHMARK(BM_PreparedPickTwoWeights)->Apply(Sizes);
 BENCHMARK(BM_PreparedRoute)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PreparedRouteTwoWeights)
     ->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
+BENCHMARK(BM_PairedRatio)->ArgsProduct({{3, 10, 100, 1000}, {50}});
+BENCHMARK(BM_PairedRatioTwoWeights)->ArgsProduct({{3, 10, 100, 1000}, {50}});
 BENCHMARK(BM_Ring)->Apply(Sizes);
 BENCHMARK(BM_ArgmaxFloor)->Apply(Sizes);
 BENCHMARK(BM_SnapshotBuild)->Arg(10)->Arg(100)->Arg(1000);

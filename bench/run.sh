@@ -64,6 +64,15 @@ for title, u_name, b_name in (
               f"| {f(t(f'BM_Ring/{n}'))} | {f(a)} "
               f"| {f(a / n if a else None, '{:.2f}')} |")
 print()
+print("bounded (50% saturated) over unbounded, paired: Pick and Route on one "
+      "prepared list, alternating timed blocks of the same 64 keys (the "
+      "separate medians above move with each benchmark's memory layout)")
+print("| n | one weight | two weights |")
+print("|---:|---:|---:|")
+for n in (3, 10, 100, 1000):
+    print(f"| {n} | {f(c(f'BM_PairedRatio/{n}/50', 'ratio'), '{:.2f}')} "
+          f"| {f(c(f'BM_PairedRatioTwoWeights/{n}/50', 'ratio'), '{:.2f}')} |")
+print()
 print("| n | snapshot build (candidates, counters, PreparedCandidates) ns "
       "| IdentityTable build (on address change) ns | ring build ns |")
 print("|---:|---:|---:|---:|")

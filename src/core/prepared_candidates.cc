@@ -80,6 +80,11 @@ namespace {
 // contract's order: their brackets settle it, or the general contest does.
 bool FirstIsBetter(const detail::Leader& a, uint32_t wa,
                    const detail::Leader& b, uint32_t wb) {
+  const internal::Bracket ba = internal::ScoreBracket(a.z, wa);
+  const internal::Bracket bb = internal::ScoreBracket(b.z, wb);
+  constexpr double kReach = 2 * internal::kScoreMargin;
+  if (ba.hi + kReach < bb.lo) return true;
+  if (bb.hi + kReach < ba.lo) return false;
   internal::Contender c[2] = {
       {internal::kUnscored, Rank{0, a.z, wa, a.index}, false},
       {internal::kUnscored, Rank{0, b.z, wb, b.index}, false}};

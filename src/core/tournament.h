@@ -84,15 +84,18 @@ inline double ApproxScore(uint64_t z, uint32_t weight) {
 // logarithm. With s as above, u = s / 2^53 and x = 1 - u, both exact in
 // double (x = (2^53 - s) 2^-53), and -ln u = sum over k >= 1 of x^k / k, so
 //   lo = x + x^2/2 + x^3/3 + x^4/4  <=  -ln u  <=  lo + x^5 / (5 u) = hi,
-// taken for u >= 1/8 (beyond, hi is +inf). A leader's x is small (about
-// 1 / the members of its weight), so its bounds are tight: (hi - lo) / lo
-// < 1e-4 for x < 0.1; a lone member's x is uniform, hence the division
-// rather than a constant bound of the tail. Error budget, as for A:
+// taken for u >= 1/8 (beyond, hi is +inf); for u >= 1/2 the tail bound
+// 0.4 x^5 >= x^5 / (5 u) serves without a division. A leader's x is small
+// (about 1 / the members of its weight), so its bounds are tight:
+// (hi - lo) / lo < 1e-4 for x < 0.1; a lone member's x is uniform, hence
+// the division rather than one constant bound of the tail. Error budget, as
+// for A:
 //  * evaluating lo and hi in double (u and 5 u need no rounding but one):
 //    a relative error below 8 * 2^-53 of values below 3.7, < 3.3e-15;
 //  * the contract: |S - (-ln u) / w| < 3e-14 / w + 2^-48 (its logarithm's
 //    error, then the rounding of its division);
-//  * dividing lo and hi by w adds at most half an ulp: <= 2^-48.
+//  * multiplying lo and hi by fl(1/w) adds a relative error below 2^-52,
+//    < 8.3e-16 of values below 3.7.
 // So S lies in [lo/w - E, hi/w + E] with E < 7.4e-14 as above, and the
 // same rule certifies: fl(hi_lead/w + 2 kScoreMargin) < lo_k/w implies
 // S_lead < S_k. These bounds take no call and no table, unlike log().
@@ -103,15 +106,18 @@ struct Bracket {
 
 inline Bracket ScoreBracket(uint64_t z, uint32_t weight) {
   const uint64_t s = (z >> 11) + 1;
-  const double u = static_cast<double>(s) * 0x1p-53;
+  const double inv_w = 1.0 / static_cast<double>(weight);  // off the chain
   const double x = static_cast<double>((uint64_t{1} << 53) - s) * 0x1p-53;
   const double x2 = x * x;
   const double lo = x + x2 * (0.5 + x * (1.0 / 3 + x * 0.25));
-  const double hi = s >= (uint64_t{1} << 50)
-                        ? lo + (x2 * x2 * x) / (5 * u)
-                        : std::numeric_limits<double>::infinity();
-  const auto w = static_cast<double>(weight);
-  return Bracket{lo / w, hi / w};
+  const double x5 = x2 * x2 * x;
+  double hi = std::numeric_limits<double>::infinity();
+  if (s >= (uint64_t{1} << 52)) {
+    hi = lo + 0.4 * x5;
+  } else if (s >= (uint64_t{1} << 50)) {
+    hi = lo + x5 / (5 * (static_cast<double>(s) * 0x1p-53));
+  }
+  return Bracket{lo * inv_w, hi * inv_w};
 }
 
 // A candidate's identity in the contest (enough for Rank::Precedes without the
