@@ -68,7 +68,7 @@ class IdentityTable final {
     const uint64_t* row_;
   };
   KeyRow ForKey(uint64_t key_state) const {
-    return KeyRow(key_state, power_.data(), Row(key_state));
+    return {key_state, power_.data(), Row(key_state)};
   }
 
   // z[k] = Mixed(key_state, begin + k) for k < end - begin.

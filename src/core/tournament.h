@@ -159,44 +159,52 @@ struct Contender {
 
 inline constexpr double kUnscored = std::numeric_limits<double>::quiet_NaN();
 
+// The contender with the smallest upper bound, and whether that is
+// certified: its upper bound plus 2 * margin is below every other's lower
+// bound (so its contract score is strictly the smallest, see above).
+struct Lead {
+  size_t index;
+  double reach;  // its upper bound + 2 * margin
+  bool certified;
+};
+
+inline Lead LeadOf(const Bracket* b, size_t count, double margin) {
+  size_t lead = 0;
+  for (size_t k = 1; k < count; ++k) {
+    if (b[k].hi < b[lead].hi) lead = k;
+  }
+  const double reach = b[lead].hi + 2 * margin;
+  bool certified = true;
+  for (size_t k = 0; k < count; ++k) {
+    certified &= k == lead || reach < b[k].lo;
+  }
+  return Lead{lead, reach, certified};
+}
+
 // Picks the best of `c[0..count)` by Rank::Precedes. The brackets settle
 // it when one contender's upper bound is more than 2 * margin below every
 // other's lower bound; else the approximation does when the approximate
-// leader is that far ahead of everyone else; otherwise the leader and every
-// contender within reach get their exact contract score and the contract's
-// full order decides. Returns the winner's position in `c`.
+// leader is that far ahead of everyone else (an approximate score is a
+// bracket of width 0: the margin covers its error); otherwise the leader
+// and every contender within reach get their exact contract score and the
+// contract's full order decides. Returns the winner's position in `c`.
 inline size_t Contest(Contender* c, size_t count, double margin, Outcome& out) {
   // One contender (a cluster of one weight) wins without a logarithm.
   if (count == 1) return 0;
-  {
-    Bracket b[detail::kMaxGroups + 1];
-    size_t lead = 0;
-    for (size_t k = 0; k < count; ++k) {
-      b[k] = c[k].exact ? Bracket{c[k].rank.score, c[k].rank.score}
-                        : ScoreBracket(c[k].rank.z, c[k].rank.weight);
-      if (b[k].hi < b[lead].hi) lead = k;
-    }
-    const double bar = b[lead].hi + 2 * margin;
-    bool settled = true;
-    for (size_t k = 0; k < count; ++k) {
-      settled &= k == lead || bar < b[k].lo;
-    }
-    if (settled) return lead;
-  }
-  ++out.approximated;
-  for (size_t k = 0; k < count; ++k) c[k].Scored();
-  size_t lead = 0;
-  for (size_t k = 1; k < count; ++k) {
-    if (c[k].approx < c[lead].approx) lead = k;
-  }
-  // Certified: exact_lead <= approx_lead + margin < approx_k - margin <=
-  // exact_k, so the leader's exact score is strictly smaller.
-  const double reach = c[lead].approx + 2 * margin;
-  bool settled = true;
+  Bracket b[detail::kMaxGroups + 1];
   for (size_t k = 0; k < count; ++k) {
-    settled &= k == lead || reach < c[k].approx;
+    b[k] = c[k].exact ? Bracket{c[k].rank.score, c[k].rank.score}
+                      : ScoreBracket(c[k].rank.z, c[k].rank.weight);
   }
-  if (settled) return lead;
+  Lead lead = LeadOf(b, count, margin);
+  if (lead.certified) return lead.index;
+  ++out.approximated;
+  for (size_t k = 0; k < count; ++k) {
+    const double approx = c[k].Scored();
+    b[k] = Bracket{approx, approx};
+  }
+  lead = LeadOf(b, count, margin);
+  if (lead.certified) return lead.index;
   ++out.near_ties;
   auto make_exact = [&](Contender& x) {
     if (x.exact) return;
@@ -204,10 +212,10 @@ inline size_t Contest(Contender* c, size_t count, double margin, Outcome& out) {
     x.exact = true;
     ++out.exact_scores;
   };
-  make_exact(c[lead]);
-  size_t best = lead;
+  make_exact(c[lead.index]);
+  size_t best = lead.index;
   for (size_t k = 0; k < count; ++k) {
-    if (k == lead || reach < c[k].approx) continue;  // certified behind
+    if (k == lead.index || lead.reach < b[k].lo) continue;  // certified behind
     make_exact(c[k]);
     if (c[k].rank.Precedes(c[best].rank)) best = k;
   }
