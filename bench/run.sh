@@ -5,9 +5,9 @@
 # over every row instead of biasing the rows that ran during it.
 # Usage: bench/run.sh [extra Google Benchmark flags]   (BUILD_DIR overrides
 # the build directory, default build-bench). The core benchmarks take about
-# 1.5 minutes, the end-to-end benchmark about 4.5 (poise_e2e_bench, see
-# docs/bench-e2e.md; E2E_ARGS passes it options, E2E=0 skips it): 5.5 to
-# 6.5 minutes in all on the 2-core development machines, builds included.
+# 2.5 minutes, the end-to-end benchmark about 4.5 (poise_e2e_bench, see
+# docs/bench-e2e.md; E2E_ARGS passes it options, E2E=0 skips it): about 7
+# minutes in all on the 2-core development machines, builds included.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
