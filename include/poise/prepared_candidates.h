@@ -10,10 +10,11 @@
 // instructions saved than the code and data a pick touches: inside an RPC
 // stack both are cold at every call (docs/bench-e2e.md). With exactly two
 // weights, every decision keeps both weights' leaders in registers instead of
-// searching each candidate's weight, then finishes as the general path does.
-// Anything else (more weights, a near-tie between the two largest z, a full
-// owner with no clear successor) takes the general path and gets the same
-// answer.
+// searching each candidate's weight, compares the two leaders by certified
+// bounds of their scores, and settles a bounded decision as the one-weight
+// path does, per weight. Anything else (more weights, a near-tie between the
+// two largest z of a weight, a full owner with no clear successor) takes the
+// general path and gets the same answer.
 #ifndef POISE_PREPARED_CANDIDATES_H_
 #define POISE_PREPARED_CANDIDATES_H_
 

@@ -1,8 +1,9 @@
 // The fast path of the ranking: one pass that finds, per distinct weight, the
-// candidate with the largest mixed hash z, then compares those leaders by a
-// cheap libm logarithm with a certified error margin, computing the contract
-// logarithm only for near-ties (below). Private to src/core (and its tests);
-// see rendezvous.cc for use.
+// candidate with the largest mixed hash z, then compares those leaders by
+// certified bounds of their scores, else by a cheap libm logarithm with a
+// certified error margin, computing the contract logarithm only for
+// near-ties (below). Private to src/core (and its tests); see rendezvous.cc
+// and prepared_candidates.cc for use.
 //
 // Why the per-weight argmax of z is exact. Within one weight w, score =
 // -LnUnit(z) / w and LnUnit depends on z only through s = (z >> 11) + 1.
