@@ -240,7 +240,8 @@ class PreparedCandidates final {
   size_t BetterLeader(const detail::PassState& pass) const;
 
   // Two weights: the general pass's state with both leaders kept in
-  // registers (no per-candidate weight search), then the general finish.
+  // registers (no per-candidate weight search), then BetterLeader, or the
+  // general finish when a leader is not clear of its runner-up.
   Result<size_t> PickTwoWeights(std::string_view key) const;
 
   // The general pass for two weights, as RunPass builds it: each candidate
@@ -289,8 +290,8 @@ class PreparedCandidates final {
   }
 
   // Mixed weights: the general path, or for two weights TwoWeightPass and
-  // the general finish. Out of line, so that the one-weight path's code
-  // stays a few contiguous cache lines.
+  // SettleTwoWeights. Out of line, so that the one-weight path's code stays
+  // a few contiguous cache lines.
   template <typename LoadFn>
   [[gnu::noinline]] Result<Decision> DecideGeneral(
       const BoundedLoadRendezvous& bounded, std::string_view key, LoadFn& load,
