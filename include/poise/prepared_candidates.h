@@ -153,9 +153,7 @@ class PreparedCandidates final {
           room.Offer(z[i], i, loads[i] < capacity);
         }
       } else if (threshold != 0) {
-        // Those not listed have z < threshold: the runner-up's bound.
-        room.count = std::max<size_t>(room.count, 2);
-        room.runner_up = std::max(room.runner_up, threshold - 1);
+        detail::BoundUnlisted(room, threshold);
       }
       if (!detail::Decisive(room)) return HandOver(bounded, key, scratch);
       selection = room.index;

@@ -80,11 +80,11 @@ namespace {
 // contract's order: their brackets settle it, or the general contest does.
 bool FirstIsBetter(const detail::Leader& a, uint32_t wa,
                    const detail::Leader& b, uint32_t wb) {
+  // Contest's first stage, without building a contest: most pairs end here.
   const internal::Bracket ba = internal::ScoreBracket(a.z, wa);
   const internal::Bracket bb = internal::ScoreBracket(b.z, wb);
-  constexpr double kReach = 2 * internal::kScoreMargin;
-  if (ba.hi + kReach < bb.lo) return true;
-  if (bb.hi + kReach < ba.lo) return false;
+  if (internal::CertifiedAhead(ba, bb, internal::kScoreMargin)) return true;
+  if (internal::CertifiedAhead(bb, ba, internal::kScoreMargin)) return false;
   internal::Contender c[2] = {
       {internal::kUnscored, Rank{0, a.z, wa, a.index}, false},
       {internal::kUnscored, Rank{0, b.z, wb, b.index}, false}};
@@ -178,9 +178,7 @@ Result<Decision> PreparedCandidates::SettleTwoWeights(
     if (threshold == 0) {  // every member was listed
       contends[k] = l.count != 0;
     } else if (l.index != detail::kNone) {
-      // Members not listed have z < threshold.
-      l.count = std::max<size_t>(l.count, 2);
-      l.runner_up = std::max(l.runner_up, threshold - 1);
+      detail::BoundUnlisted(l, threshold);
     } else {
       contends[k] = false;  // unless it might beat the other's best, below
     }
@@ -194,10 +192,10 @@ Result<Decision> PreparedCandidates::SettleTwoWeights(
       const size_t other = 1 - k;
       if (best[k].index != detail::kNone) continue;
       if (!contends[other]) return general();
-      const double bar =
-          internal::ScoreBracket(best[other].z, weights[other]).hi +
-          2 * internal::kScoreMargin;
-      if (!(bar < internal::ScoreBracket(threshold - 1, weights[k]).lo)) {
+      if (!internal::CertifiedAhead(
+              internal::ScoreBracket(best[other].z, weights[other]),
+              internal::ScoreBracket(threshold - 1, weights[k]),
+              internal::kScoreMargin)) {
         return general();
       }
     }

@@ -138,7 +138,6 @@ struct Outcome {
   Choice selection;  // the best eligible candidate with room (if found_room)
   uint64_t selection_capacity = 0;  // its capacity (kBounded)
   size_t exact_scores = 0;  // contract logarithms computed (tests, benches)
-  size_t approximated = 0;  // contests the brackets could not settle
   size_t near_ties = 0;     // contests the approximation could not settle
   size_t room_scans = 0;    // deeper survivor levels listed (kBounded)
 };
@@ -160,9 +159,14 @@ struct Contender {
 
 inline constexpr double kUnscored = std::numeric_limits<double>::quiet_NaN();
 
+// The certification rule (see above): a's contract score is strictly below
+// b's when a's upper bound plus 2 * margin is below b's lower bound.
+inline bool CertifiedAhead(const Bracket& a, const Bracket& b, double margin) {
+  return a.hi + 2 * margin < b.lo;
+}
+
 // The contender with the smallest upper bound, and whether that is
-// certified: its upper bound plus 2 * margin is below every other's lower
-// bound (so its contract score is strictly the smallest, see above).
+// certified ahead of every other.
 struct Lead {
   size_t index;
   double reach;  // its upper bound + 2 * margin
@@ -174,12 +178,11 @@ inline Lead LeadOf(const Bracket* b, size_t count, double margin) {
   for (size_t k = 1; k < count; ++k) {
     if (b[k].hi < b[lead].hi) lead = k;
   }
-  const double reach = b[lead].hi + 2 * margin;
   bool certified = true;
   for (size_t k = 0; k < count; ++k) {
-    certified &= k == lead || reach < b[k].lo;
+    certified &= k == lead || CertifiedAhead(b[lead], b[k], margin);
   }
-  return Lead{lead, reach, certified};
+  return Lead{lead, b[lead].hi + 2 * margin, certified};
 }
 
 // Picks the best of `c[0..count)` by Rank::Precedes. The brackets settle
@@ -199,7 +202,6 @@ inline size_t Contest(Contender* c, size_t count, double margin, Outcome& out) {
   }
   Lead lead = LeadOf(b, count, margin);
   if (lead.certified) return lead.index;
-  ++out.approximated;
   for (size_t k = 0; k < count; ++k) {
     const double approx = c[k].Scored();
     b[k] = Bracket{approx, approx};
@@ -425,11 +427,7 @@ Outcome Finish(const Field& field, detail::PassState& pass,
         }
         is_open[k] = false;
         if (l.count == 0) continue;  // every member seen: it has no room
-        if (threshold != 0) {
-          // Members not listed have z < threshold.
-          l.count = std::max<size_t>(l.count, 2);
-          l.runner_up = std::max(l.runner_up, threshold - 1);
-        }
+        if (threshold != 0) detail::BoundUnlisted(l, threshold);
         // A weight's leader often has room: reuse its contender.
         room[room_count++] =
             l.index == all[k].rank.index ? all[k] : contender(k, l, true);

@@ -70,6 +70,13 @@ inline uint64_t SurvivorThreshold(size_t n, size_t quota) {
   return UINT64_MAX - (UINT64_MAX / n) * quota;
 }
 
+// A leader offered only the survivors of `threshold` (> 0): the members not
+// listed have z < threshold, so its runner-up is bounded by threshold - 1.
+inline void BoundUnlisted(Leader& l, uint64_t threshold) {
+  l.count = std::max<size_t>(l.count, 2);
+  l.runner_up = std::max(l.runner_up, threshold - 1);
+}
+
 // The candidates of one weight. `room` is filled after the pass, when the
 // total load is known.
 struct alignas(16) WeightGroup {
