@@ -189,14 +189,16 @@ class PreparedCandidates final {
       survivors[out.listed] = i;
       out.listed += z[i] >= out.threshold;
     };
-    // The loop is split around `known` (found by binary search: eligible_
-    // is ascending) rather than testing every index against it.
+    // The loop is split around `known` rather than testing every index
+    // against it; its position is its index when every candidate is
+    // eligible, else a binary search finds it (eligible_ is ascending).
     const uint32_t* e = eligible_.data();
     const uint32_t* const end = e + eligible_.size();
-    const uint32_t* const skip =
-        known == detail::kNone
-            ? end
-            : std::lower_bound(e, end, static_cast<uint32_t>(known));
+    const uint32_t* skip = end;
+    if (known != detail::kNone) {
+      skip = dense_ ? e + known
+                    : std::lower_bound(e, end, static_cast<uint32_t>(known));
+    }
     for (; e != skip; ++e) sample(*e, static_cast<uint64_t>(load(size_t{*e})));
     if (e != end) sample(*e++, known_load);
     for (; e != end; ++e) sample(*e, static_cast<uint64_t>(load(size_t{*e})));
@@ -270,7 +272,7 @@ class PreparedCandidates final {
         kept_loads[i] = sampled;
         overflow |= __builtin_add_overflow(total_load, sampled, &total_load);
       }
-      const bool is_second = has_second_[e] != 0;
+      const bool is_second = has_second_[i] != 0;
       first.Offer(z, i, !is_second);
       second.Offer(z, i, is_second);
     }
@@ -331,8 +333,11 @@ class PreparedCandidates final {
   std::vector<uint32_t> eligible_;  // ascending, as the contract visits them
   uint32_t weight_ = 0;             // the one weight; 0: not one weight
   uint32_t total_weight_ = 0;
+  // Whether every candidate is eligible (eligible_[k] == k).
+  bool dense_ = false;
   // Two weights: in order of first appearance, as the general pass finds
-  // them, and which one each eligible candidate has (parallel to eligible_).
+  // them, and which one each eligible candidate has (by index; 0 for the
+  // ineligible).
   uint32_t first_weight_ = 0;
   uint32_t second_weight_ = 0;  // 0: not the two-weight path
   std::vector<uint8_t> has_second_;

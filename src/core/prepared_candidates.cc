@@ -16,6 +16,7 @@ PreparedCandidates::PreparedCandidates(
   if (table_->size() != n || n > UINT32_MAX) return;
   uint32_t weights[2] = {0, 0};  // in order of first appearance
   uint64_t total_weight = 0;
+  has_second_.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const Candidate& c = candidates_[i];
     if (!c.IsEligible()) continue;
@@ -27,7 +28,7 @@ PreparedCandidates::PreparedCandidates(
       return;
     }
     eligible_.push_back(static_cast<uint32_t>(i));
-    has_second_.push_back(c.weight == weights[1]);
+    has_second_[i] = c.weight == weights[1] ? 1 : 0;
     total_weight += c.weight;
   }
   if (eligible_.empty() || total_weight > UINT32_MAX) {
@@ -35,6 +36,7 @@ PreparedCandidates::PreparedCandidates(
     has_second_.clear();
     return;
   }
+  dense_ = eligible_.size() == n;
   if (weights[1] == 0) {
     weight_ = weights[0];
     total_weight_ = static_cast<uint32_t>(total_weight);
@@ -167,7 +169,7 @@ Result<Decision> PreparedCandidates::SettleTwoWeights(
   detail::Leader best[2] = {detail::Leader::Empty(), detail::Leader::Empty()};
   for (size_t s = 0; s < listed; ++s) {
     const size_t i = survivors[s];
-    const bool is_second = candidates_[i].weight == weights[1];
+    const bool is_second = has_second_[i] != 0;
     const bool has_room = room[is_second ? 1 : 0](loads[i]);
     best[0].Offer(z[i], i, !is_second && has_room);
     best[1].Offer(z[i], i, is_second && has_room);
