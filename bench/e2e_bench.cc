@@ -58,8 +58,18 @@
 //
 // Usage: poise_e2e_bench [--seconds S | --blocks B] [--rounds R] [--calls N]
 //   [--head H] [--ceiling-seconds S | --ceiling-blocks B] [--ceiling-calls N]
-//   [--threads T] [--keys K] [--resamples R] [--seed S] [--dump FILE]
+//   [--threads T] [--keys K] [--pattern stride|balanced] [--resamples R]
+//   [--seed S] [--dump FILE]
 // --dump writes every measured segment (and head) as CSV.
+//
+// Key pattern. `stride` (the default): call i uses key (i * 7919) mod K of
+// the pool, so the rendezvous policies send consecutive calls to backends in
+// no particular order, some twice in a row, while round_robin cycles through
+// them. `balanced`: each key's owner is first found through the
+// weighted_rendezvous channel (the backend id in its reply), and call i uses
+// the next key of backend (i mod n), so every policy cycles through the
+// backends as round_robin does. The two patterns separate what the pick costs
+// from what the order of the traffic costs.
 #include <grpcpp/grpcpp.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -77,6 +87,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -110,6 +121,7 @@ struct Options {
   uint64_t ceiling_calls = 100;  // per thread per ceiling segment
   int threads = 8;               // ceiling run
   size_t keys = 1000;            // the fixed key pool
+  bool balanced = false;         // --pattern balanced
   int resamples = 2000;          // bootstrap resamples
   uint64_t seed = 1;             // bootstrap seed
   std::string dump;              // per-segment CSV, if set
@@ -268,8 +280,9 @@ class Client {
     stub_ = poise::example::Echo::NewStub(channel_);
   }
 
-  // Returns false on a failed call.
-  bool Call(const std::string& key) {
+  // Returns false on a failed call; `backend_id`, if given, receives the id
+  // of the backend that answered.
+  bool Call(const std::string& key, std::string* backend_id = nullptr) {
     grpc::ClientContext context;
     context.AddMetadata(kHeader, key);
     context.set_wait_for_ready(true);
@@ -277,7 +290,9 @@ class Client {
                          std::chrono::seconds(20));
     poise::example::EchoRequest request;
     poise::example::EchoReply reply;
-    return stub_->Echo(&context, request, &reply).ok();
+    const bool ok = stub_->Echo(&context, request, &reply).ok();
+    if (ok && backend_id != nullptr) *backend_id = reply.backend_id();
+    return ok;
   }
 
   const std::string& label() const { return label_; }
@@ -327,17 +342,53 @@ Segment Measure(const ServerCpu& server, uint64_t calls, Body&& body) {
   return s;
 }
 
-// Key of the i-th call: a fixed stride through the pool spreads
-// consecutive calls over keys.
-const std::string& KeyAt(const std::vector<std::string>& keys, uint64_t i) {
-  return keys[i * 7919u % keys.size()];
+// The keys of one n's calls: call i uses keys[(i * stride) mod size].
+struct KeyOrder {
+  std::vector<std::string> keys;
+  uint64_t stride = 1;
+};
+
+const std::string& KeyAt(const KeyOrder& order, uint64_t i) {
+  return order.keys[i * order.stride % order.keys.size()];
+}
+
+// The default pattern: a fixed stride through the pool spreads consecutive
+// calls over keys.
+KeyOrder StrideOrder(const std::vector<std::string>& pool) {
+  return KeyOrder{pool, 7919};
+}
+
+// The balanced pattern for n backends: `pool.size() / n` keys per backend
+// (their owners found through `owners`, a weighted_rendezvous channel),
+// ordered so that consecutive calls cycle through the backends. Empty if
+// some backend owns too few of the keys tried.
+KeyOrder BalancedOrder(Client& owners, size_t n, size_t pool_size) {
+  const size_t per_backend = std::max<size_t>(1, pool_size / n);
+  std::map<std::string, std::vector<std::string>> by_backend;
+  size_t complete = 0;
+  for (size_t k = 0; complete < n && k < 100 * per_backend * n; ++k) {
+    std::string key = absl::StrCat("session-", k), backend;
+    if (!owners.Call(key, &backend)) continue;
+    std::vector<std::string>& mine = by_backend[backend];
+    if (mine.size() == per_backend) continue;
+    mine.push_back(std::move(key));
+    complete += mine.size() == per_backend ? 1 : 0;
+  }
+  KeyOrder order;
+  if (complete < n || by_backend.size() != n) return order;
+  for (size_t j = 0; j < per_backend; ++j) {
+    for (const auto& [backend, mine] : by_backend) {
+      order.keys.push_back(mine[j]);
+    }
+  }
+  return order;
 }
 
 // One sequential segment: `calls` calls on `client`. The first `head` of
 // them (right after switching to this channel) are also measured on their own
 // into *head_part; the result covers all `calls`.
-Segment RunSequential(Client& client, const std::vector<std::string>& keys,
-                      uint64_t head, uint64_t calls, const ServerCpu& server,
+Segment RunSequential(Client& client, const KeyOrder& keys, uint64_t head,
+                      uint64_t calls, const ServerCpu& server,
                       uint64_t* key_cursor, Segment* head_part) {
   auto run = [&](uint64_t count) {
     return [&client, &keys, key_cursor, count]() {
@@ -357,9 +408,9 @@ Segment RunSequential(Client& client, const std::vector<std::string>& keys,
 
 // `threads` threads each make `calls_per_thread` calls on `client`, keys
 // walking the pool from different offsets. thread_cpu is meaningless here.
-Segment RunThreaded(Client& client, const std::vector<std::string>& keys,
-                    int threads, uint64_t calls_per_thread,
-                    const ServerCpu& server, uint64_t* key_cursor) {
+Segment RunThreaded(Client& client, const KeyOrder& keys, int threads,
+                    uint64_t calls_per_thread, const ServerCpu& server,
+                    uint64_t* key_cursor) {
   const uint64_t base = *key_cursor;
   *key_cursor += calls_per_thread * static_cast<uint64_t>(threads);
   return Measure(server, calls_per_thread * static_cast<uint64_t>(threads),
@@ -373,8 +424,9 @@ Segment RunThreaded(Client& client, const std::vector<std::string>& keys,
                        const uint64_t from =
                            base + static_cast<uint64_t>(t) * calls_per_thread;
                        for (uint64_t i = 0; i < calls_per_thread; ++i) {
-                         if (!client.Call(KeyAt(keys, from + i)))
+                         if (!client.Call(KeyAt(keys, from + i))) {
                            ++local_failures;
+                         }
                        }
                        failures += local_failures;
                      });
@@ -452,7 +504,7 @@ Comparison Compare(const std::vector<double>& x, const std::vector<double>& y,
   for (int r = 0; r < resamples; ++r) {
     double rx = 0, ry = 0;
     for (size_t i = 0; i < b; ++i) {
-      const size_t j = static_cast<size_t>(rng() % b);
+      const auto j = static_cast<size_t>(rng() % b);
       rx += x[j];
       ry += y[j];
     }
@@ -523,6 +575,10 @@ bool ParseOptions(int argc, char** argv, Options* o) {
       o->threads = std::atoi(v);
     } else if (arg == "--keys" && (v = value())) {
       o->keys = std::strtoull(v, nullptr, 10);
+    } else if (arg == "--pattern" && (v = value()) &&
+               (std::strcmp(v, "stride") == 0 ||
+                std::strcmp(v, "balanced") == 0)) {
+      o->balanced = std::strcmp(v, "balanced") == 0;
     } else if (arg == "--resamples" && (v = value())) {
       o->resamples = std::atoi(v);
     } else if (arg == "--seed" && (v = value())) {
@@ -535,7 +591,8 @@ bool ParseOptions(int argc, char** argv, Options* o) {
           "usage: %s [--seconds S | --blocks B] [--rounds R] [--calls N] "
           "[--head H]\n  [--ceiling-seconds S | --ceiling-blocks B (-1: "
           "skip)] [--ceiling-calls N] [--threads T]\n  [--keys K] "
-          "[--resamples R] [--seed S] [--dump FILE]\n",
+          "[--pattern stride|balanced] [--resamples R] [--seed S] [--dump "
+          "FILE]\n",
           argv[0]);
       return false;
     }
@@ -614,7 +671,7 @@ int main(int argc, char** argv) {
 
   std::printf(
       "poise_e2e_bench: segments of %llu sequential unary calls (header %s, "
-      "%zu keys); a round = one segment per policy of one n, policy order "
+      "%s); a round = one segment per policy of one n, policy order "
       "permuted;\na block = %d rounds for each n; blocks run for %s.\n"
       "client CPU = this process, all threads (CLOCK_PROCESS_CPUTIME_ID); "
       "backends = echo servers in a forked child process (127.0.0.1), NOT "
@@ -622,7 +679,12 @@ int main(int argc, char** argv) {
       "GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL=1, warmed up.\nratios and "
       "differences: mean client CPU per call vs round_robin's, [95 %% CI] = "
       "paired percentile bootstrap over blocks (%d resamples, seed %llu).\n\n",
-      static_cast<unsigned long long>(options.calls), kHeader, options.keys,
+      static_cast<unsigned long long>(options.calls), kHeader,
+      options.balanced
+          ? absl::StrCat("pattern balanced: ", options.keys,
+                         " / n keys per backend, the backends in turn")
+                .c_str()
+          : absl::StrCat(options.keys, " keys").c_str(),
       options.rounds,
       options.blocks > 0 ? absl::StrCat(options.blocks, " blocks").c_str()
                          : Fmt("%.0f s", options.seconds).c_str(),
@@ -640,6 +702,20 @@ int main(int argc, char** argv) {
           servers.targets[si], static_cast<Policy>(p),
           absl::StrCat("e2e-", kPolicyNames[p], "-", kSizes[si]));
       Warmup(*c, keys, kSizes[si]);
+    }
+  }
+  std::array<KeyOrder, kSizes.size()> orders;
+  for (size_t si = 0; si < kSizes.size(); ++si) {
+    orders[si] = options.balanced ? BalancedOrder(*clients[si][kWeighted],
+                                                  kSizes[si], options.keys)
+                                  : StrideOrder(keys);
+    if (orders[si].keys.empty()) {
+      std::fprintf(stderr,
+                   "--pattern balanced: could not find %zu keys for each of "
+                   "%zu backends\n",
+                   std::max<size_t>(1, options.keys / kSizes[si]), kSizes[si]);
+      StopServers(&servers);
+      return 1;
     }
   }
 
@@ -664,8 +740,8 @@ int main(int argc, char** argv) {
           const size_t p = order[j];
           Segment head;
           const Segment s =
-              RunSequential(*clients[si][p], keys, options.head, options.calls,
-                            server, &key_cursor, &head);
+              RunSequential(*clients[si][p], orders[si], options.head,
+                            options.calls, server, &key_cursor, &head);
           dump_segment("head", blocks, r, kSizes[si], p, j, head);
           dump_segment("segment", blocks, r, kSizes[si], p, j, s);
           Add(s, &block[p]);
@@ -687,9 +763,8 @@ int main(int argc, char** argv) {
       "CI] | first %llu calls of a segment, vs round_robin | server CPU "
       "µs/call |\n|---:|---|---:|---:|---|---|---|---:|\n",
       blocks,
-      static_cast<unsigned long long>(static_cast<uint64_t>(blocks) *
-                                      static_cast<uint64_t>(options.rounds) *
-                                      options.calls),
+      static_cast<unsigned long long>(static_cast<uint64_t>(blocks)) *
+          static_cast<unsigned long long>(options.rounds) * options.calls,
       static_cast<unsigned long long>(options.head));
   std::array<std::array<Interval, kSizes.size()>, kPolicies> verdict_ratio{};
   double cpu_total = 0, thread_total = 0, thread_vs_process = 0;
@@ -773,7 +848,7 @@ int main(int argc, char** argv) {
       for (size_t j = 0; j < 2; ++j) {
         const size_t p = (static_cast<size_t>(cb) + j) % 2;
         const Segment s =
-            RunThreaded(*ceiling[p], keys, options.threads,
+            RunThreaded(*ceiling[p], orders[kCeilingIndex], options.threads,
                         options.ceiling_calls, server, &key_cursor);
         dump_segment("ceiling", cb, 0, kSizes[kCeilingIndex],
                      static_cast<size_t>(policies[p]), j, s);
