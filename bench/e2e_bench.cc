@@ -358,7 +358,7 @@ KeyOrder StrideOrder(const std::vector<std::string>& pool) {
   return KeyOrder{pool, 7919};
 }
 
-// The balanced pattern for n backends: `pool.size() / n` keys per backend
+// The balanced pattern for n backends: `pool_size / n` keys per backend
 // (their owners found through `owners`, a weighted_rendezvous channel),
 // ordered so that consecutive calls cycle through the backends. Empty if
 // some backend owns too few of the keys tried.
