@@ -103,11 +103,16 @@ class PreparedCandidates final {
       }
       d = Settle(bounded, key, lead, known, known_load, load, scratch);
     }
+    return RoutedFrom(d);
+  }
+
+ private:
+  // What Route reports of a decision.
+  static Result<Routed> RoutedFrom(const Result<Decision>& d) {
     if (!d.ok()) return d.error();
     return Routed{d.value().affinity, d.value().selection, d.value().spilled};
   }
 
- private:
   // The one-weight leader (the first eligible index with the largest z, and
   // the largest z among the others), with every eligible z stored in the
   // scratch, sized for the list; false if it could not grow. Out of line:
@@ -228,10 +233,8 @@ class PreparedCandidates final {
     const Sampled sampled = SampleLoads(load, owner, owner_load, scratch);
     pass.total_load = sampled.total_load;
     pass.load_overflow = sampled.overflow;
-    const Result<Decision> d =
-        SettleTwoWeights(bounded, hash, pass, scratch, owner, sampled.listed);
-    if (!d.ok()) return d.error();
-    return Routed{d.value().affinity, d.value().selection, d.value().spilled};
+    return RoutedFrom(
+        SettleTwoWeights(bounded, hash, pass, scratch, owner, sampled.listed));
   }
 
   // The better of the two weights' leaders after TwoWeightPass when both
