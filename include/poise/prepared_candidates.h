@@ -182,8 +182,7 @@ class PreparedCandidates final {
   Sampled SampleLoads(LoadFn& load, size_t known, uint64_t known_load,
                       DecisionScratch& scratch) const {
     Sampled out;
-    out.threshold =
-        detail::SurvivorThreshold(eligible_.size(), detail::kSurvivorQuota);
+    out.threshold = survivor_threshold_;
     uint64_t* const loads = scratch.loads_.data();
     const uint64_t* const z = scratch.hashes_.data();
     size_t* const survivors = scratch.survivors_.data();
@@ -201,8 +200,11 @@ class PreparedCandidates final {
     const uint32_t* const end = e + eligible_.size();
     const uint32_t* skip = end;
     if (known != detail::kNone) {
-      skip = dense_ ? e + known
-                    : std::lower_bound(e, end, static_cast<uint32_t>(known));
+      const bool every_candidate_eligible =
+          eligible_.size() == candidates_.size();
+      skip = every_candidate_eligible
+                 ? e + known
+                 : std::lower_bound(e, end, static_cast<uint32_t>(known));
     }
     for (; e != skip; ++e) sample(*e, static_cast<uint64_t>(load(size_t{*e})));
     if (e != end) sample(*e++, known_load);
@@ -336,8 +338,9 @@ class PreparedCandidates final {
   std::vector<uint32_t> eligible_;  // ascending, as the contract visits them
   uint32_t weight_ = 0;             // the one weight; 0: not one weight
   uint32_t total_weight_ = 0;
-  // Whether every candidate is eligible (eligible_[k] == k).
-  bool dense_ = false;
+  // SurvivorThreshold(eligible_.size(), kSurvivorQuota), once per list:
+  // a division saved on every busy owner's decision.
+  uint64_t survivor_threshold_ = 0;
   // Two weights: in order of first appearance, as the general pass finds
   // them, and which one each eligible candidate has (by index; 0 for the
   // ineligible).

@@ -36,7 +36,8 @@ PreparedCandidates::PreparedCandidates(
     has_second_.clear();
     return;
   }
-  dense_ = eligible_.size() == n;
+  survivor_threshold_ =
+      detail::SurvivorThreshold(eligible_.size(), detail::kSurvivorQuota);
   if (weights[1] == 0) {
     weight_ = weights[0];
     total_weight_ = static_cast<uint32_t>(total_weight);
@@ -156,8 +157,7 @@ Result<Decision> PreparedCandidates::SettleTwoWeights(
   // Each weight's best member with room among the survivors (listed
   // branch-free, as the general finish lists them): within one weight z
   // alone orders the members (tournament.h).
-  const uint64_t threshold =
-      detail::SurvivorThreshold(eligible_.size(), detail::kSurvivorQuota);
+  const uint64_t threshold = survivor_threshold_;
   size_t* const survivors = scratch.survivors_.data();
   if (listed == detail::kNone) {
     listed = 0;
