@@ -235,8 +235,9 @@ class PreparedCandidates final {
     const Sampled sampled = SampleLoads(load, owner, owner_load, scratch);
     pass.total_load = sampled.total_load;
     pass.load_overflow = sampled.overflow;
-    return RoutedFrom(
-        SettleTwoWeights(bounded, hash, pass, scratch, owner, sampled.listed));
+    return RoutedFrom(SettleTwoWeights(bounded, hash, pass, scratch, owner,
+                                       sampled.listed,
+                                       /*with_capacity=*/false));
   }
 
   // The better of the two weights' leaders after TwoWeightPass when both
@@ -311,7 +312,7 @@ class PreparedCandidates final {
     detail::PassState pass =
         TwoWeightPass<Keep::kZAndLoads>(hash.state(), load, &scratch);
     return SettleTwoWeights(bounded, hash, pass, scratch, BetterLeader(pass),
-                            detail::kNone);
+                            detail::kNone, /*with_capacity=*/true);
   }
   // The decision after a two-weight pass that kept every z and every load,
   // as Settle makes it for one weight: `owner` is BetterLeader(pass) (kNone:
@@ -320,11 +321,12 @@ class PreparedCandidates final {
   // them in the scratch, as SampleLoads lists them; kNone: listed here). A
   // weight none of whose survivors has room drops out when its unlisted
   // members provably score worse. Anything else takes the general finish.
+  // Without `with_capacity` the short paths leave selected_capacity 0.
   Result<Decision> SettleTwoWeights(const BoundedLoadRendezvous& bounded,
                                     const KeyHash& hash,
                                     detail::PassState& pass,
                                     DecisionScratch& scratch, size_t owner,
-                                    size_t listed) const;
+                                    size_t listed, bool with_capacity) const;
   // The general path, on the loads the short path sampled into `scratch`.
   // Out of line: with one weight it runs only for a near-tie.
   [[gnu::noinline, gnu::cold]] Result<Decision> HandOver(

@@ -79,6 +79,20 @@ Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
 
 namespace {
 
+// FirstIsBetter's pairs that the brackets do not settle: the general
+// contest. Out of line and cold, so that the common case saves no registers
+// and keeps no stack frame for it.
+[[gnu::noinline, gnu::cold]] bool ContestFirst(const detail::Leader& a,
+                                               uint32_t wa,
+                                               const detail::Leader& b,
+                                               uint32_t wb) {
+  internal::Contender c[2] = {
+      {internal::kUnscored, Rank{0, a.z, wa, a.index}, false},
+      {internal::kUnscored, Rank{0, b.z, wb, b.index}, false}};
+  internal::Outcome unused;
+  return internal::Contest(c, 2, internal::kScoreMargin, unused) == 0;
+}
+
 // The better of two decisive leaders (a, of weight wa, and b) by the
 // contract's order: their brackets settle it, or the general contest does.
 bool FirstIsBetter(const detail::Leader& a, uint32_t wa,
@@ -88,11 +102,7 @@ bool FirstIsBetter(const detail::Leader& a, uint32_t wa,
   const internal::Bracket bb = internal::ScoreBracket(b.z, wb);
   if (internal::CertifiedAhead(ba, bb, internal::kScoreMargin)) return true;
   if (internal::CertifiedAhead(bb, ba, internal::kScoreMargin)) return false;
-  internal::Contender c[2] = {
-      {internal::kUnscored, Rank{0, a.z, wa, a.index}, false},
-      {internal::kUnscored, Rank{0, b.z, wb, b.index}, false}};
-  internal::Outcome unused;
-  return internal::Contest(c, 2, internal::kScoreMargin, unused) == 0;
+  return ContestFirst(a, wa, b, wb);
 }
 
 }  // namespace
@@ -121,7 +131,7 @@ size_t PreparedCandidates::BetterLeader(const detail::PassState& pass) const {
 Result<Decision> PreparedCandidates::SettleTwoWeights(
     const BoundedLoadRendezvous& bounded, const KeyHash& hash,
     detail::PassState& pass, DecisionScratch& scratch, size_t owner,
-    size_t listed) const {
+    size_t listed, bool with_capacity) const {
   const auto general = [&] {
     return bounded.FinishDecision(hash, candidates_, table_.get(), scratch,
                                   pass);
@@ -144,11 +154,15 @@ Result<Decision> PreparedCandidates::SettleTwoWeights(
   };
   const internal::RoomTest room[2] = {room_test(weights[0]),
                                       room_test(weights[1])};
-  // The owner's decision with `selection` of weight w.
+  // The owner's decision with `selection` of weight w; its bound only when
+  // asked for (it takes a division, and Route reports no bound).
   const auto decision = [&](size_t selection, uint32_t w) {
+    const uint64_t capacity =
+        with_capacity ? BoundedLoadRendezvous::Capacity(factor, pass.total_load,
+                                                        w, total_weight)
+                      : 0;
     return Decision{owner, selection, selection != owner, loads[selection],
-                    BoundedLoadRendezvous::Capacity(factor, pass.total_load, w,
-                                                    total_weight)};
+                    capacity};
   };
   const size_t owner_group = owner == pass.groups[0].all.index ? 0 : 1;
   if (room[owner_group](loads[owner])) {
