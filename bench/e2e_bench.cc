@@ -763,7 +763,7 @@ int main(int argc, char** argv) {
       "CI] | first %llu calls of a segment, vs round_robin | server CPU "
       "µs/call |\n|---:|---|---:|---:|---|---|---|---:|\n",
       blocks,
-      static_cast<unsigned long long>(static_cast<uint64_t>(blocks)) *
+      static_cast<unsigned long long>(blocks) *
           static_cast<unsigned long long>(options.rounds) * options.calls,
       static_cast<unsigned long long>(options.head));
   std::array<std::array<Interval, kSizes.size()>, kPolicies> verdict_ratio{};
