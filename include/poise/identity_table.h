@@ -58,17 +58,30 @@ class IdentityTable final {
     uint64_t Mixed(size_t i) const {
       return Mix64(key_state_ * power_[i] + row_[i]);
     }
+    // What Mixed(i) is made of, for loops that hash many identities at once:
+    // Mixed(i) == Mix64(key_state() * powers()[i] + offsets()[i]), and
+    // powers()[i] == common_power() for every i unless that is 0 (the
+    // identities differ in length; a power of the odd FNV prime is never 0).
+    uint64_t key_state() const { return key_state_; }
+    const uint64_t* powers() const { return power_; }
+    const uint64_t* offsets() const { return row_; }
+    uint64_t common_power() const { return common_power_; }
 
    private:
     friend class IdentityTable;
-    KeyRow(uint64_t key_state, const uint64_t* power, const uint64_t* row)
-        : key_state_(key_state), power_(power), row_(row) {}
+    KeyRow(uint64_t key_state, const uint64_t* power, const uint64_t* row,
+           uint64_t common_power)
+        : key_state_(key_state),
+          power_(power),
+          row_(row),
+          common_power_(common_power) {}
     uint64_t key_state_;
     const uint64_t* power_;
     const uint64_t* row_;
+    uint64_t common_power_;
   };
   KeyRow ForKey(uint64_t key_state) const {
-    return {key_state, power_.data(), Row(key_state)};
+    return {key_state, power_.data(), Row(key_state), common_power_};
   }
 
   // z[k] = Mixed(key_state, begin + k) for k < end - begin.
@@ -87,6 +100,7 @@ class IdentityTable final {
 
   size_t size_ = 0;
   std::vector<uint64_t> power_;   // p^m, m = identity bytes + 1
+  uint64_t common_power_ = 0;     // every p^m when all are equal, else 0
   std::vector<uint64_t> offset_;  // D(l) for identity i at [l * size_ + i]
 };
 

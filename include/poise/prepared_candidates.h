@@ -6,7 +6,9 @@
 // the contract's order is the order of z alone (src/core/tournament.h proves
 // it for a leader clear of its runner-up), so a pick is one loop over the
 // eligible candidates (hash, compare), with no weight groups, no logarithm
-// and, when the owner has room, no room search. What matters is less the
+// and, when the owner has room, no room search; where the CPU has AVX-512
+// the loop hashes and compares eight candidates per register, and reads no
+// powers when the identities have one length. What matters is less the
 // instructions saved than the code and data a pick touches: inside an RPC
 // stack both are cold at every call (docs/bench-e2e.md). With exactly two
 // weights, every decision keeps both weights' leaders in registers instead of
@@ -112,6 +114,11 @@ class PreparedCandidates final {
     if (!d.ok()) return d.error();
     return Routed{d.value().affinity, d.value().selection, d.value().spilled};
   }
+
+  // The one-weight leader of the eligible candidates for `key_state`;
+  // stores every eligible z in `z` when given (the vector kernel stores the
+  // ineligible ones too).
+  detail::Leader Lead(uint64_t key_state, uint64_t* z) const;
 
   // The one-weight leader (the first eligible index with the largest z, and
   // the largest z among the others), with every eligible z stored in the
@@ -338,7 +345,10 @@ class PreparedCandidates final {
   // The short paths' data, set only when the eligible candidates have one or
   // two weights, their sum fits in 32 bits and the table matches.
   std::vector<uint32_t> eligible_;  // ascending, as the contract visits them
-  uint32_t weight_ = 0;             // the one weight; 0: not one weight
+  // One weight, some candidates ineligible: bit i % 8 of byte i / 8 is
+  // candidate i's eligibility (for the vector kernel); empty otherwise.
+  std::vector<uint8_t> eligible_bits_;
+  uint32_t weight_ = 0;  // the one weight; 0: not one weight
   uint32_t total_weight_ = 0;
   // SurvivorThreshold(eligible_.size(), kSurvivorQuota), once per list:
   // a division saved on every busy owner's decision.

@@ -208,7 +208,82 @@ POISE_AVX512 void HashCandidatesAvx512(uint64_t key_state, const Candidate* c,
   }
 }
 
+// Each lane keeps the Leader of the candidates it sees (i = lane mod 8):
+// m1 its largest z, at index i1 (the first, since a lane sees its indices
+// in order and only a strictly larger z replaces the leader), and m2 the
+// largest of its other z. Then the lanes' leaders are merged: the overall
+// leader is the lowest index holding the largest m1, and its runner-up the
+// largest z of everyone else, the other lanes' m1 included.
+POISE_AVX512 detail::Leader TableLeadAvx512(const IdentityTable::KeyRow& row,
+                                            size_t n,
+                                            const uint8_t* eligible_bits,
+                                            size_t count, uint64_t* z) {
+  const __m512i key = _mm512_set1_epi64(static_cast<int64_t>(row.key_state()));
+  const uint64_t* const power = row.powers();
+  const uint64_t* const offset = row.offsets();
+  const __m512i none = _mm512_set1_epi64(-1);  // detail::kNone
+  __m512i m1 = _mm512_setzero_si512();
+  __m512i m2 = _mm512_setzero_si512();
+  __m512i i1 = none;
+  __m512i index = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i step = _mm512_set1_epi64(static_cast<int64_t>(kLanes));
+  // Identities of one length: one product for all, and the powers unread.
+  const uint64_t common = row.common_power();
+  const __m512i product =
+      _mm512_set1_epi64(static_cast<int64_t>(row.key_state() * common));
+  for (size_t i = 0; i < n; i += kLanes) {
+    const size_t left = n - i;
+    const auto here = static_cast<__mmask8>(
+        left >= kLanes ? 0xFFu : (1u << left) - 1u);  // past n: nothing read
+    const auto take = static_cast<__mmask8>(
+        eligible_bits != nullptr ? eligible_bits[i / kLanes] & here : here);
+    const __m512i scaled =
+        common != 0 ? product
+                    : _mm512_mullo_epi64(
+                          key, _mm512_maskz_loadu_epi64(here, power + i));
+    const __m512i x = Mix64x8(
+        _mm512_add_epi64(scaled, _mm512_maskz_loadu_epi64(here, offset + i)));
+    if (z != nullptr) _mm512_mask_storeu_epi64(z + i, here, x);
+    const __m512i offered = _mm512_maskz_mov_epi64(take, x);  // refused: 0
+    const __mmask8 leads = _mm512_cmpgt_epu64_mask(offered, m1);
+    m2 = _mm512_max_epu64(m2, _mm512_min_epu64(offered, m1));
+    m1 = _mm512_max_epu64(m1, offered);
+    i1 = _mm512_mask_mov_epi64(i1, leads, index);
+    index = _mm512_add_epi64(index, step);
+  }
+  detail::Leader lead = detail::Leader::Empty();
+  lead.count = count;
+  const uint64_t top = _mm512_reduce_max_epu64(m1);
+  if (top == 0) return lead;  // no z > 0 was offered: nobody leads
+  const __mmask8 at_top =
+      _mm512_cmpeq_epu64_mask(m1, _mm512_set1_epi64(static_cast<int64_t>(top)));
+  const uint64_t first = _mm512_mask_reduce_min_epu64(at_top, i1);
+  const __mmask8 chosen = _mm512_mask_cmpeq_epu64_mask(
+      at_top, i1, _mm512_set1_epi64(static_cast<int64_t>(first)));
+  lead.z = top;
+  lead.index = static_cast<size_t>(first);
+  lead.runner_up = std::max(
+      _mm512_reduce_max_epu64(m2),
+      _mm512_mask_reduce_max_epu64(static_cast<__mmask8>(~chosen), m1));
+  return lead;
+}
+
 #else  // !POISE_HAVE_AVX512_HASH
+
+detail::Leader TableLeadAvx512(const IdentityTable::KeyRow& row, size_t n,
+                               const uint8_t* eligible_bits, size_t count,
+                               uint64_t* z) {
+  detail::Leader lead = detail::Leader::Empty();
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t x = row.Mixed(i);
+    if (z != nullptr) z[i] = x;
+    const bool take = eligible_bits == nullptr ||
+                      ((eligible_bits[i / 8] >> (i % 8)) & 1) != 0;
+    lead.Offer(x, i, take);
+  }
+  lead.count = count;
+  return lead;
+}
 
 void HashCandidatesAvx512(uint64_t key_state, const Candidate* c, size_t n,
                           uint64_t* z) {

@@ -1,5 +1,7 @@
 #include "poise/identity_table.h"
 
+#include <algorithm>
+
 #include "candidate_hash.h"
 #include "poise/rendezvous.h"
 
@@ -52,6 +54,12 @@ IdentityTable::IdentityTable(const std::vector<std::string_view>& identities)
     for (uint64_t l = 0; l < 256; ++l) {
       offset_[l * size_ + i] = state[l] - l * power;
     }
+  }
+  // Identities of one length (addresses often are) share p^m: a pick may
+  // then skip reading the powers.
+  if (size_ != 0 && std::all_of(power_.begin(), power_.end(),
+                                [&](uint64_t p) { return p == power_[0]; })) {
+    common_power_ = power_[0];
   }
 }
 

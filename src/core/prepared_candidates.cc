@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "candidate_hash.h"
 #include "tournament.h"
 
 namespace poise {
@@ -42,21 +43,29 @@ PreparedCandidates::PreparedCandidates(
     weight_ = weights[0];
     total_weight_ = static_cast<uint32_t>(total_weight);
     has_second_.clear();
+    if (eligible_.size() != n) {
+      eligible_bits_.assign((n + 7) / 8, 0);
+      for (const uint32_t i : eligible_) {
+        eligible_bits_[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+      }
+    }
   } else {
     first_weight_ = weights[0];
     second_weight_ = weights[1];
   }
 }
 
-namespace {
-
-// The one-weight leader over `eligible`; stores each z in `z` when given.
-detail::Leader Lead(const IdentityTable& table,
-                    const std::vector<uint32_t>& eligible, uint64_t key_state,
-                    uint64_t* z) {
+detail::Leader PreparedCandidates::Lead(uint64_t key_state, uint64_t* z) const {
+  const IdentityTable::KeyRow row = table_->ForKey(key_state);
+  const size_t n = candidates_.size();
+  // The vector kernel is the faster one at every n (docs/bench-core.md).
+  if (internal::ActiveHashKernel() == internal::HashKernel::kAvx512) {
+    return internal::TableLeadAvx512(
+        row, n, eligible_bits_.empty() ? nullptr : eligible_bits_.data(),
+        eligible_.size(), z);
+  }
   detail::Leader lead = detail::Leader::Empty();
-  const IdentityTable::KeyRow row = table.ForKey(key_state);
-  for (const uint32_t i : eligible) {
+  for (const uint32_t i : eligible_) {
     const uint64_t zi = row.Mixed(i);
     if (z != nullptr) z[i] = zi;
     lead.Offer(zi, i);
@@ -64,12 +73,9 @@ detail::Leader Lead(const IdentityTable& table,
   return lead;
 }
 
-}  // namespace
-
 Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
   if (weight_ != 0) {
-    const detail::Leader lead =
-        Lead(*table_, eligible_, KeyHash(key).state(), nullptr);
+    const detail::Leader lead = Lead(KeyHash(key).state(), nullptr);
     if (detail::Decisive(lead)) return lead.index;
   } else if (second_weight_ != 0) {
     return PickTwoWeights(key);
@@ -229,7 +235,7 @@ bool PreparedCandidates::LeadInto(std::string_view key,
                                   DecisionScratch& scratch,
                                   detail::Leader& lead) const {
   if (!scratch.Fit(candidates_.size())) return false;
-  lead = Lead(*table_, eligible_, KeyHash(key).state(), scratch.hashes_.data());
+  lead = Lead(KeyHash(key).state(), scratch.hashes_.data());
   return true;
 }
 

@@ -663,27 +663,9 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
 // The whole-decision comparisons run once per hashing kernel: the scalar one
 // (the fallback on CPUs without AVX-512) and the AVX-512 one where the CPU
 // has it (what HashCandidates dispatches to there).
-class ByKernel : public ::testing::TestWithParam<internal::HashKernel> {
- protected:
-  void SetUp() override {
-    if (!internal::SelectHashKernel(GetParam())) {
-      GTEST_SKIP() << "this CPU cannot run the AVX-512 kernel";
-    }
-  }
-  void TearDown() override { internal::SelectHashKernel(dispatched_); }
-
- private:
-  internal::HashKernel dispatched_ = internal::ActiveHashKernel();
-};
-
-INSTANTIATE_TEST_SUITE_P(
-    FastPath, ByKernel,
-    ::testing::Values(internal::HashKernel::kScalar,
-                      internal::HashKernel::kAvx512),
-    [](const ::testing::TestParamInfo<internal::HashKernel>& param) {
-      return std::string(
-          param.param == internal::HashKernel::kScalar ? "Scalar" : "Avx512");
-    });
+class ByKernel : public test_util::KernelFixture {};
+INSTANTIATE_TEST_SUITE_P(FastPath, ByKernel, test_util::Kernels(),
+                         test_util::KernelName);
 
 TEST_P(ByKernel, SmallListsMatchReference) {
   CheckRandomLists(21, 60000, 12, 16);

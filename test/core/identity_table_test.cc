@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../../src/core/candidate_hash.h"
+#include "poise/detail/pass.h"
 #include "poise/hash.h"
 #include "poise/rendezvous.h"
 
@@ -104,6 +105,88 @@ TEST(IdentityTable, BothBuildKernelsAgree) {
       ASSERT_EQ(scalar_built.Mixed(state, i), want);
     }
   }
+}
+
+// Identities of one length share p^m, which the table then reports (a pick
+// may skip the powers); of several lengths, it reports none.
+TEST(IdentityTable, CommonPowerOnlyForIdentitiesOfOneLength) {
+  const std::vector<std::string_view> same = {"10.0.0.1:80", "10.0.0.2:80",
+                                              "10.0.0.3:80"};
+  const std::vector<std::string_view> mixed = {"10.0.0.1:80", "10.0.0.10:80"};
+  uint64_t p12 = 1;  // 11 identity bytes and the terminator
+  for (int k = 0; k < 12; ++k) p12 *= kFnvPrime;
+  EXPECT_EQ(IdentityTable(same).ForKey(7).common_power(), p12);
+  EXPECT_EQ(IdentityTable(mixed).ForKey(7).common_power(), 0u);
+  EXPECT_EQ(IdentityTable().ForKey(7).common_power(), 0u);
+  const IdentityTable table(same);
+  for (size_t i = 0; i < same.size(); ++i) {
+    EXPECT_EQ(table.ForKey(7).powers()[i], p12);
+  }
+}
+
+// The AVX-512 one-weight leader against the scalar loop it replaces, field
+// by field: a runner-up too low would let a near-tie pass as decisive, which
+// whole-decision comparisons would almost never see. Lists of 1..70
+// identities of one length (the shared power) or of several, all eligible
+// (no bits), some or none, with duplicates (equal z: the first index leads,
+// the runner-up equals it); every z < n stored, nothing past n.
+TEST(IdentityTable, VectorLeadEqualsTheScalarLoop) {
+  if (!internal::Avx512HashSupported()) {
+    GTEST_SKIP() << "this CPU cannot run the AVX-512 kernel";
+  }
+  std::mt19937_64 rng(53);
+  size_t ties = 0, one_length = 0, leads = 0;
+  constexpr uint64_t kUntouched = 0x5a5a5a5a5a5a5a5aULL;
+  for (int list = 0; list < 4000; ++list) {
+    const size_t n = 1 + rng() % 70;
+    const bool same_length = rng() % 2 == 0;
+    std::vector<std::string> owned;
+    for (size_t i = 0; i < n; ++i) {
+      if (i > 0 && rng() % 8 == 0) {
+        owned.push_back(owned[rng() % i]);
+      } else if (same_length) {
+        owned.push_back("10.0." + std::to_string(100 + rng() % 900) + ".7");
+      } else {
+        owned.push_back(RandomBytes(rng, rng() % 24));
+      }
+    }
+    const std::vector<std::string_view> ids(owned.begin(), owned.end());
+    const IdentityTable table(ids);
+    one_length += table.ForKey(0).common_power() != 0;
+    const uint64_t mode = rng() % 3;  // 0: all eligible, 1: some, 2: none
+    std::vector<uint8_t> bits((n + 7) / 8, 0);
+    std::vector<size_t> eligible;
+    for (size_t i = 0; i < n; ++i) {
+      if (mode == 0 || (mode == 1 && rng() % 4 != 0)) {
+        eligible.push_back(i);
+        bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+      }
+    }
+    const uint8_t* const eligible_bits = mode == 0 ? nullptr : bits.data();
+    for (int k = 0; k < 50; ++k) {
+      const IdentityTable::KeyRow row =
+          table.ForKey(KeyHash(RandomBytes(rng, rng() % 20)).state());
+      detail::Leader want = detail::Leader::Empty();
+      for (const size_t i : eligible) want.Offer(row.Mixed(i), i);
+      std::vector<uint64_t> z(n + 8, kUntouched);
+      for (uint64_t* out : {z.data(), static_cast<uint64_t*>(nullptr)}) {
+        const detail::Leader got = internal::TableLeadAvx512(
+            row, n, eligible_bits, eligible.size(), out);
+        ASSERT_EQ(got.index, want.index) << list << "/" << k;
+        ASSERT_EQ(got.z, want.z) << list << "/" << k;
+        ASSERT_EQ(got.runner_up, want.runner_up) << list << "/" << k;
+        ASSERT_EQ(got.count, want.count) << list << "/" << k;
+      }
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(z[i], row.Mixed(i)) << i;
+      for (size_t i = n; i < z.size(); ++i) ASSERT_EQ(z[i], kUntouched) << i;
+      ties += want.index != detail::kNone && want.runner_up == want.z;
+      leads += want.index != detail::kNone;
+    }
+  }
+  EXPECT_GT(ties, 10000u);  // duplicates among the leaders
+  EXPECT_GT(one_length, 1500u);
+  EXPECT_LT(one_length, 2500u);
+  EXPECT_GT(leads, 100000u);
 }
 
 TEST(IdentityTable, FromCandidatesKeepsOrderAndIgnoresEligibility) {

@@ -49,11 +49,17 @@ void ExpectSame(const Result<Decision>& got, const Result<Decision>& want) {
   EXPECT_EQ(g.selected_capacity, w.selected_capacity);
 }
 
+// The decision tests run once per hashing kernel: the scalar loops (CPUs
+// without AVX-512) and, where the CPU has it, the vector one-weight leader.
+class PreparedByKernel : public test_util::KernelFixture {};
+INSTANTIATE_TEST_SUITE_P(PreparedCandidates, PreparedByKernel,
+                         test_util::Kernels(), test_util::KernelName);
+
 // Random lists of every shape the short paths must either serve or refuse:
 // one weight (most lists), two weights, more, ineligible members, duplicate
 // identities (equal z: a near-tie the short path must hand over), loads from
 // idle to saturated (a full owner), against keys of every length.
-TEST(PreparedCandidates, EqualsTheGeneralPathOnRandomLists) {
+TEST_P(PreparedByKernel, EqualsTheGeneralPathOnRandomLists) {
   std::mt19937_64 rng(20261201);
   size_t picks = 0, short_lists = 0, two_weight_lists = 0, spills = 0,
          lazy_routes = 0;
@@ -149,7 +155,7 @@ TEST(PreparedCandidates, EqualsTheGeneralPathOnRandomLists) {
 
 // The short paths against the contract itself (not only the general path),
 // on one-weight and two-weight lists with unequal loads.
-TEST(PreparedCandidates, ShortPathAnswersAreTheReferences) {
+TEST_P(PreparedByKernel, ShortPathAnswersAreTheReferences) {
   std::mt19937_64 rng(7);
   for (int list = 0; list < 200; ++list) {
     const bool two = list % 2 == 1;
