@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../src/core/candidate_hash.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
@@ -220,6 +221,15 @@ void PreparedPickBench(benchmark::State& state, bool one_weight) {
 
 void BM_PreparedPick(benchmark::State& state) {
   PreparedPickBench(state, true);
+}
+// The same with the scalar kernels forced: what a CPU without AVX-512 runs,
+// measured in the same process as the dispatched kernel.
+void BM_PreparedPickScalarKernel(benchmark::State& state) {
+  const poise::internal::HashKernel dispatched =
+      poise::internal::ActiveHashKernel();
+  poise::internal::SelectHashKernel(poise::internal::HashKernel::kScalar);
+  PreparedPickBench(state, true);
+  poise::internal::SelectHashKernel(dispatched);
 }
 void BM_PreparedPickTwoWeights(benchmark::State& state) {
   PreparedPickBench(state, false);
@@ -456,6 +466,7 @@ BENCHMARK(BM_UnboundedTable)->Apply(Sizes);
 BENCHMARK(BM_Bounded)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_BoundedTable)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PreparedPick)->Apply(Sizes);
+BENCHMARK(BM_PreparedPickScalarKernel)->Apply(Sizes);
 BENCHMARK(BM_PreparedPickTwoWeights)->Apply(Sizes);
 BENCHMARK(BM_PreparedRoute)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PreparedRouteTwoWeights)

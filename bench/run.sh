@@ -64,6 +64,15 @@ for title, u_name, b_name in (
               f"| {f(t(f'BM_Ring/{n}'))} | {f(a)} "
               f"| {f(a / n if a else None, '{:.2f}')} |")
 print()
+print("one weight, the pick by kernel (same process): the dispatched one "
+      "(AVX-512 where the CPU has it) and the scalar one that CPUs without "
+      "it run")
+print("| n | dispatched kernel | scalar kernel | scalar / dispatched |")
+print("|---:|---:|---:|---:|")
+for n in (3, 10, 100, 1000):
+    d, s = t(f"BM_PreparedPick/{n}"), t(f"BM_PreparedPickScalarKernel/{n}")
+    print(f"| {n} | {f(d)} | {f(s)} | {f(s / d if d and s else None, '{:.2f}')} |")
+print()
 print("bounded (50% saturated) over unbounded, paired: Pick and Route on one "
       "prepared list, alternating timed blocks of the same 64 keys (the "
       "separate medians above move with each benchmark's memory layout)")
