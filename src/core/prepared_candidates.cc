@@ -57,11 +57,11 @@ PreparedCandidates::PreparedCandidates(
 
 detail::Leader PreparedCandidates::Lead(uint64_t key_state, uint64_t* z) const {
   const IdentityTable::KeyRow row = table_->ForKey(key_state);
-  const size_t n = candidates_.size();
   // The vector kernel is the faster one at every n (docs/bench-core.md).
   if (internal::ActiveHashKernel() == internal::HashKernel::kAvx512) {
     return internal::TableLeadAvx512(
-        row, n, eligible_bits_.empty() ? nullptr : eligible_bits_.data(),
+        row, candidates_.size(),
+        eligible_bits_.empty() ? nullptr : eligible_bits_.data(),
         eligible_.size(), z);
   }
   detail::Leader lead = detail::Leader::Empty();

@@ -42,7 +42,7 @@ inline std::vector<reference::Backend> Backends(
 // for the test (skipped where the CPU cannot run it) and restores the
 // dispatched one after: kScalar is what CPUs without AVX-512 run, kAvx512
 // what HashCandidates and the one-weight leader dispatch to where it can.
-// Derive a suite from it and instantiate it with KernelSuite.
+// Derive a suite from it and instantiate it with Kernels() and KernelName.
 class KernelFixture : public ::testing::TestWithParam<internal::HashKernel> {
  protected:
   void SetUp() override {
