@@ -59,8 +59,11 @@
 // Usage: poise_e2e_bench [--seconds S | --blocks B] [--rounds R] [--calls N]
 //   [--head H] [--ceiling-seconds S | --ceiling-blocks B] [--ceiling-calls N]
 //   [--threads T] [--keys K] [--pattern stride|balanced] [--resamples R]
-//   [--seed S] [--dump FILE]
-// --dump writes every measured segment (and head) as CSV.
+//   [--seed S] [--dump FILE] [--weighted-limit L]
+// --dump writes every measured segment (and head) as CSV. --weighted-limit
+// sets weighted_rendezvous's maxInFlightPerBackend to L: with an L no call
+// reaches, its calls carry the same call tracker and counter as
+// bounded_load_rendezvous's, and only the route differs between the two.
 //
 // Key pattern. `stride` (the default): call i uses key (i * 7919) mod K of
 // the pool, so the rendezvous policies send consecutive calls to backends in
@@ -125,6 +128,10 @@ struct Options {
   int resamples = 2000;          // bootstrap resamples
   uint64_t seed = 1;             // bootstrap seed
   std::string dump;              // per-segment CSV, if set
+  // maxInFlightPerBackend for weighted_rendezvous (0: unset). A limit no
+  // call reaches gives its calls the bounded policy's call tracker and
+  // counter without its route: the two policies' difference then splits.
+  uint64_t weighted_limit = 0;
 };
 
 double Seconds(clockid_t clock) {
@@ -259,20 +266,31 @@ enum Policy { kBounded = 0, kWeighted = 1, kRoundRobin = 2, kPolicies = 3 };
 constexpr std::array<const char*, kPolicies> kPolicyNames = {
     "bounded_load_rendezvous", "weighted_rendezvous", "round_robin"};
 
-std::string ServiceConfig(Policy policy) {
+std::string ServiceConfig(Policy policy, uint64_t weighted_limit) {
   if (policy == kRoundRobin) {
     return R"({"loadBalancingConfig":[{"round_robin":{}}]})";
   }
+  const std::string limit =
+      policy == kWeighted && weighted_limit != 0
+          ? absl::StrCat(R"(,"maxInFlightPerBackend":)", weighted_limit)
+          : "";
   return absl::StrCat(R"({"loadBalancingConfig":[{")", kPolicyNames[policy],
-                      R"(":{"hashHeader":")", kHeader, R"("}}]})");
+                      R"(":{"hashHeader":")", kHeader, R"(")", limit, "}}]}");
+}
+
+// What the tables call a policy: its name, and the limit if one is set.
+std::string PolicyLabel(Policy policy, uint64_t weighted_limit) {
+  if (policy != kWeighted || weighted_limit == 0) return kPolicyNames[policy];
+  return absl::StrCat(kPolicyNames[policy], " (limit ", weighted_limit, ")");
 }
 
 class Client {
  public:
-  Client(const std::string& target, Policy policy, const std::string& label)
+  Client(const std::string& target, Policy policy, uint64_t weighted_limit,
+         const std::string& label)
       : label_(label) {
     grpc::ChannelArguments args;
-    args.SetServiceConfigJSON(ServiceConfig(policy));
+    args.SetServiceConfigJSON(ServiceConfig(policy, weighted_limit));
     args.SetString(poise::grpc_lb::kStatsLabelArg, label);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     channel_ = grpc::CreateCustomChannel(
@@ -585,6 +603,8 @@ bool ParseOptions(int argc, char** argv, Options* o) {
       o->seed = std::strtoull(v, nullptr, 10);
     } else if (arg == "--dump" && (v = value())) {
       o->dump = v;
+    } else if (arg == "--weighted-limit" && (v = value())) {
+      o->weighted_limit = std::strtoull(v, nullptr, 10);
     } else {
       std::fprintf(
           stderr,
@@ -592,7 +612,7 @@ bool ParseOptions(int argc, char** argv, Options* o) {
           "[--head H]\n  [--ceiling-seconds S | --ceiling-blocks B (-1: "
           "skip)] [--ceiling-calls N] [--threads T]\n  [--keys K] "
           "[--pattern stride|balanced] [--resamples R] [--seed S] [--dump "
-          "FILE]\n",
+          "FILE]\n  [--weighted-limit L]\n",
           argv[0]);
       return false;
     }
@@ -640,6 +660,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const ServerCpu server(servers.pid);
+  std::array<std::string, kPolicies> labels;
+  for (size_t p = 0; p < kPolicies; ++p) {
+    labels[p] = PolicyLabel(static_cast<Policy>(p), options.weighted_limit);
+  }
   std::FILE* dump = nullptr;
   if (!options.dump.empty()) {
     dump = std::fopen(options.dump.c_str(), "w");
@@ -656,7 +680,7 @@ int main(int argc, char** argv) {
                           size_t policy, size_t position, const Segment& s) {
     if (dump == nullptr) return;
     std::fprintf(dump, "%s,%d,%d,%zu,%s,%zu,%llu,%llu,%.9f,%.9f,%.9f,%.9f\n",
-                 part, block, round, n, kPolicyNames[policy], position,
+                 part, block, round, n, labels[policy].c_str(), position,
                  static_cast<unsigned long long>(s.calls),
                  static_cast<unsigned long long>(s.failures), s.wall, s.cpu,
                  s.thread_cpu, s.server_cpu);
@@ -699,7 +723,7 @@ int main(int argc, char** argv) {
     for (size_t p = 0; p < kPolicies; ++p) {
       auto& c = clients[si][p];
       c = std::make_unique<Client>(
-          servers.targets[si], static_cast<Policy>(p),
+          servers.targets[si], static_cast<Policy>(p), options.weighted_limit,
           absl::StrCat("e2e-", kPolicyNames[p], "-", kSizes[si]));
       Warmup(*c, keys, kSizes[si]);
     }
@@ -807,7 +831,7 @@ int main(int argc, char** argv) {
             Fmt("(%.1f µs/call)", 1e6 * h.cpu / static_cast<double>(h.calls));
       }
       std::printf("| %zu | %s | %.0f | %.1f | %s | %s | %s | %.1f |\n",
-                  kSizes[si], kPolicyNames[p], calls / t.wall,
+                  kSizes[si], labels[p].c_str(), calls / t.wall,
                   1e6 * t.cpu / calls, diff.c_str(), ratio.c_str(),
                   head.c_str(), 1e6 * t.server_cpu / calls);
     }
@@ -833,7 +857,7 @@ int main(int argc, char** argv) {
     std::array<std::unique_ptr<Client>, 2> ceiling;
     for (size_t p = 0; p < 2; ++p) {
       ceiling[p] = std::make_unique<Client>(
-          servers.targets[kCeilingIndex], policies[p],
+          servers.targets[kCeilingIndex], policies[p], options.weighted_limit,
           absl::StrCat("e2e-ceiling-", kPolicyNames[policies[p]]));
       Warmup(*ceiling[p], keys, kSizes[kCeilingIndex]);
     }
@@ -907,9 +931,8 @@ int main(int argc, char** argv) {
         blocks < kMinBlocks
             ? "INCONCLUSIVE (too few blocks)"
             : (some_above ? "NOT MET" : (all_below ? "MET" : "INCONCLUSIVE"));
-    std::printf("  %-24s %-12s (%s)\n",
-                absl::StrCat(kPolicyNames[p], ":").c_str(), verdict,
-                detail.c_str());
+    std::printf("  %-24s %-12s (%s)\n", absl::StrCat(labels[p], ":").c_str(),
+                verdict, detail.c_str());
   }
   std::printf(
       "failed calls: %llu; wall time: sequential blocks %.0f s, ceiling %.0f "
