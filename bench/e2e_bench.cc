@@ -841,6 +841,23 @@ int main(int argc, char** argv) {
       "client CPU above; its ratios to round_robin differ from the process "
       "ratios by at most %.3f\n",
       100 * thread_total / cpu_total, thread_vs_process);
+  // The two rendezvous policies against each other, paired in the same
+  // blocks: what bounding adds (with --weighted-limit, what the route adds
+  // over the pick, both calls carrying a tracker).
+  std::string between;
+  for (size_t si = 0; si < kSizes.size(); ++si) {
+    Comparison c =
+        Compare(PerCall(all[si][kBounded], &Segment::cpu),
+                PerCall(all[si][kWeighted], &Segment::cpu), options.resamples,
+                options.seed * 1000003u + si * 16 + 3);
+    c.diff.point *= 1e6;
+    c.diff.lo *= 1e6;
+    c.diff.hi *= 1e6;
+    absl::StrAppend(&between, si == 0 ? "" : ", ", "n=", kSizes[si], " ",
+                    FmtInterval(c.diff, "%+.2f"));
+  }
+  std::printf("%s - %s, µs/call [95 %% CI]: %s\n", labels[kBounded].c_str(),
+              labels[kWeighted].c_str(), between.c_str());
   if (blocks < kMinBlocks) {
     std::printf(
         "warning: only %d blocks; the bootstrap intervals are rough and no "
