@@ -549,6 +549,12 @@ std::string FmtInterval(const Interval& i, const char* format = "%.3f") {
          Fmt(format, i.hi) + "]";
 }
 
+// A difference of seconds per call, shown in signed µs per call.
+std::string FmtMicros(const Interval& seconds) {
+  return FmtInterval({1e6 * seconds.point, 1e6 * seconds.lo, 1e6 * seconds.hi},
+                     "%+.2f");
+}
+
 // Per-call value of `field` in each block.
 std::vector<double> PerCall(const std::vector<Segment>& blocks,
                             double Segment::*field) {
@@ -805,15 +811,12 @@ int main(int argc, char** argv) {
       if (p != kRoundRobin) {
         // Each (n, policy, figure) has its own stream of resamples.
         const uint64_t seed = options.seed * 1000003u + si * 16 + p * 4;
-        Comparison c =
+        const Comparison c =
             Compare(PerCall(all[si][p], &Segment::cpu),
                     PerCall(rr, &Segment::cpu), options.resamples, seed);
         verdict_ratio[p][si] = c.ratio;
         ratio = FmtInterval(c.ratio);
-        c.diff.point *= 1e6;
-        c.diff.lo *= 1e6;
-        c.diff.hi *= 1e6;
-        diff = FmtInterval(c.diff, "%+.2f");
+        diff = FmtMicros(c.diff);
         const Comparison thread = Compare(
             PerCall(all[si][p], &Segment::thread_cpu),
             PerCall(rr, &Segment::thread_cpu), options.resamples, seed + 1);
@@ -846,15 +849,14 @@ int main(int argc, char** argv) {
   // over the pick, both calls carrying a tracker).
   std::string between;
   for (size_t si = 0; si < kSizes.size(); ++si) {
-    Comparison c =
+    // Its own stream of resamples: slot 3 of the n's, which the table's
+    // (policy * 4 + figure, for policies 0 and 1) leaves free.
+    const Comparison c =
         Compare(PerCall(all[si][kBounded], &Segment::cpu),
                 PerCall(all[si][kWeighted], &Segment::cpu), options.resamples,
                 options.seed * 1000003u + si * 16 + 3);
-    c.diff.point *= 1e6;
-    c.diff.lo *= 1e6;
-    c.diff.hi *= 1e6;
     absl::StrAppend(&between, si == 0 ? "" : ", ", "n=", kSizes[si], " ",
-                    FmtInterval(c.diff, "%+.2f"));
+                    FmtMicros(c.diff));
   }
   std::printf("%s - %s, µs/call [95 %% CI]: %s\n", labels[kBounded].c_str(),
               labels[kWeighted].c_str(), between.c_str());
