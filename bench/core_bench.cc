@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../src/core/candidate_hash.h"
+#include "src/core/candidate_hash.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"

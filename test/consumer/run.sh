@@ -2,8 +2,23 @@
 # Builds and runs test/consumer against poise in one of two ways:
 #   run.sh installed SOURCE_DIR BUILD_DIR WORK_DIR   cmake --install, then find_package
 #   run.sh subdirectory SOURCE_DIR WORK_DIR          add_subdirectory of the source tree
+#   run.sh pkgconfig SOURCE_DIR BUILD_DIR WORK_DIR   cmake --install, then a plain c++
+#                                                    command with pkg-config's flags
 set -euo pipefail
 mode=$1 source=$2
+if [[ $mode == pkgconfig ]]; then
+  build=$3 work=$4
+  rm -rf "$work" && mkdir -p "$work"
+  cmake --install "$build" --prefix "$work/prefix" >/dev/null
+  pc_dir=$(dirname "$(find "$work/prefix" -name poise.pc -print -quit)")
+  [[ -f $pc_dir/poise.pc ]] || { echo "no poise.pc installed under $work/prefix" >&2; exit 1; }
+  export PKG_CONFIG_PATH=$pc_dir
+  # shellcheck disable=SC2046 # word splitting of the flags is intended
+  c++ $(pkg-config --cflags poise) "$source/test/consumer/pkgconfig_main.cc" \
+    -o "$work/consumer" $(pkg-config --libs poise)
+  "$work/consumer"
+  exit 0
+fi
 if [[ $mode == installed ]]; then
   build=$3 work=$4
   rm -rf "$work" && mkdir -p "$work"

@@ -11,8 +11,8 @@
 #include <random>
 #include <string>
 
-#include "../../src/core/candidate_hash.h"
-#include "../../src/core/tournament.h"
+#include "src/core/candidate_hash.h"
+#include "src/core/tournament.h"
 #include "poise/hash.h"
 #include "poise/rendezvous.h"
 #include "reference.h"

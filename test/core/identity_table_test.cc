@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../../src/core/candidate_hash.h"
+#include "src/core/candidate_hash.h"
 #include "poise/detail/pass.h"
 #include "poise/hash.h"
 #include "poise/rendezvous.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../../src/core/candidate_hash.h"
+#include "src/core/candidate_hash.h"
 #include "poise/rendezvous.h"
 #include "reference.h"
 
