@@ -373,8 +373,8 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
       auto subchannel = channel_control_helper()->CreateSubchannel(
           *addresses[admission.entry], args_);
       if (subchannel == nullptr) return false;
-      backends_.push_back(grpc_core::MakeRefCounted<Backend>(
-          std::move(subchannel)));
+      backends_.push_back(
+          grpc_core::MakeRefCounted<Backend>(std::move(subchannel)));
       states_.emplace_back();
       backends_.back()->StartWatchingLocked(
           RefCountedPtr<RendezvousLb>(static_cast<RendezvousLb*>(

@@ -76,9 +76,9 @@ class BackendSet final {
  public:
   // What Update() asks its caller about each backend it is about to list.
   struct Admission {
-    size_t entry;                     // index into the resolver entries
-    std::optional<size_t> previous;   // index of the same address in the
-                                      // previous list; nullopt: a new address
+    size_t entry;                    // index into the resolver entries
+    std::optional<size_t> previous;  // index of the same address in the
+                                     // previous list; nullopt: a new address
   };
   // Returns whether the backend may be listed (false: the caller could not
   // connect it; the entry is skipped as if absent).

@@ -151,12 +151,12 @@ void CheckEndpointsUnique(const std::vector<EndpointConfig>& endpoints,
         endpoint.identity.has_value() ? *endpoint.identity : endpoint.address;
     const auto id = identities.emplace(identity, i);
     if (!id.second) {
-      errors.push_back({absl::StrCat(field, ".identity"),
-                        absl::StrCat("identity \"",
-                                     absl::string_view(identity.data(),
-                                                       identity.size()),
-                                     "\" is also used by endpoints[",
-                                     id.first->second, "]")});
+      errors.push_back(
+          {absl::StrCat(field, ".identity"),
+           absl::StrCat("identity \"",
+                        absl::string_view(identity.data(), identity.size()),
+                        "\" is also used by endpoints[", id.first->second,
+                        "]")});
     }
   }
 }
@@ -201,8 +201,8 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
   // 4. maxInFlightPerBackend.
   if (config.max_in_flight_per_backend.has_value() &&
       *config.max_in_flight_per_backend == 0) {
-    errors.push_back({"maxInFlightPerBackend",
-                      "must be at least 1 (omit it for no limit)"});
+    errors.push_back(
+        {"maxInFlightPerBackend", "must be at least 1 (omit it for no limit)"});
   }
   // 5. Each endpoint on its own; addresses are normalised before rule 6
   // compares them. No rule bounds the weights' sum: the core sums eligible

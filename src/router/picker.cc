@@ -117,8 +117,8 @@ PickOutcome Picker::PickBounded(std::string_view key, bool keyed) const {
   // Route, not Decide: an idle owner is taken without reading every
   // backend's counter (each on its own cache line, cold at every call).
   const Result<PreparedCandidates::Routed> routed = ready_.Route(
-      bounded_policy_, key,
-      [this](size_t i) { return counters_[i]->Load(); }, Scratch());
+      bounded_policy_, key, [this](size_t i) { return counters_[i]->Load(); },
+      Scratch());
   if (!routed.ok()) return Fail(RouteError(routed.error()));
   const PreparedCandidates::Routed& d = routed.value();
   InFlightGuard slot = TryAcquire(d.selection);
@@ -157,7 +157,7 @@ PickOutcome Picker::PickWithoutKey() const {
 // without the backends found at the limit, until a slot is taken or no
 // READY backend is left.
 PickOutcome Picker::PickWithinLimit(std::string_view key,
-                                               size_t affinity) const {
+                                    size_t affinity) const {
   thread_local std::vector<Candidate> candidates;
   candidates = ready_.candidates();
   for (;;) {

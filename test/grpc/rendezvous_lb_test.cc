@@ -122,12 +122,12 @@ TEST(RendezvousConfig, AcceptsEveryField) {
 // A field that fails to load gets its load error only: no rule is checked
 // against the default left in its place.
 TEST(RendezvousConfig, AFieldThatFailedToLoadGetsOnlyItsLoadError) {
-  EXPECT_EQ(ParseConfig(R"([{"weighted_rendezvous":{"endpoints":[7,7]}}])")
-                .message(),
-            "errors validating weighted_rendezvous LB policy config: "
-            "[field:endpoints[0] error:is not an object; field:endpoints[1] "
-            "error:is not an object; field:hashHeader error:field not "
-            "present]");
+  EXPECT_EQ(
+      ParseConfig(R"([{"weighted_rendezvous":{"endpoints":[7,7]}}])").message(),
+      "errors validating weighted_rendezvous LB policy config: "
+      "[field:endpoints[0] error:is not an object; field:endpoints[1] "
+      "error:is not an object; field:hashHeader error:field not "
+      "present]");
   EXPECT_EQ(
       ParseConfig(
           R"([{"weighted_rendezvous":{"hashHeader":"k","endpoints":[{"address":7}]}}])")
@@ -140,19 +140,29 @@ TEST(RendezvousConfig, AFieldThatFailedToLoadGetsOnlyItsLoadError) {
 // prints must be what gRPC prints for the resolver's address, or an endpoint
 // would never match its backend.
 TEST(RendezvousConfig, AddressNormalisationIsGrpcs) {
-  const std::vector<std::string> literals = {
-      "10.0.0.7:8443",         "10.0.0.7:08443",
-      "127.0.0.1:0",           "255.255.255.255:65535",
-      "0.0.0.0:1",             "[::1]:80",
-      "[0:0::1]:80",           "[::]:80",
-      "[2001:DB8:0:0:0:0:0:7]:8443",
-      "[2001:db8::7]:8443",    "[::ffff:10.0.0.1]:80",
-      "[::ffff:a00:1]:80",     "[1:2:3:4:5:6:7:8]:9",
-      "[fe80::1%2]:80",        "[fe80::1%0]:80",
-      "[fe80::1%lo]:80",       "10.0.0.1:65536",
-      "10.0.0.1",              "db.local:80",
-      "[10.0.0.1]:80",         "[::1]",
-      "::1:80",                "10.0.0.1:"};
+  const std::vector<std::string> literals = {"10.0.0.7:8443",
+                                             "10.0.0.7:08443",
+                                             "127.0.0.1:0",
+                                             "255.255.255.255:65535",
+                                             "0.0.0.0:1",
+                                             "[::1]:80",
+                                             "[0:0::1]:80",
+                                             "[::]:80",
+                                             "[2001:DB8:0:0:0:0:0:7]:8443",
+                                             "[2001:db8::7]:8443",
+                                             "[::ffff:10.0.0.1]:80",
+                                             "[::ffff:a00:1]:80",
+                                             "[1:2:3:4:5:6:7:8]:9",
+                                             "[fe80::1%2]:80",
+                                             "[fe80::1%0]:80",
+                                             "[fe80::1%lo]:80",
+                                             "10.0.0.1:65536",
+                                             "10.0.0.1",
+                                             "db.local:80",
+                                             "[10.0.0.1]:80",
+                                             "[::1]",
+                                             "::1:80",
+                                             "10.0.0.1:"};
   for (const std::string& literal : literals) {
     grpc_resolved_address resolved;
     std::optional<std::string> grpc_text;
@@ -215,8 +225,8 @@ TEST(Registration, RegisterPoliciesIsIdempotent) {
   for (auto& thread : threads) thread.join();
   for (const absl::Status& result : results) EXPECT_EQ(result, first);
   // And the policies are there, once each.
-  EXPECT_TRUE(ParseConfig(R"([{"weighted_rendezvous":{"hashHeader":"k"}}])")
-                  .ok());
+  EXPECT_TRUE(
+      ParseConfig(R"([{"weighted_rendezvous":{"hashHeader":"k"}}])").ok());
 }
 
 // ---------------------------------------------------------------------------
@@ -282,9 +292,9 @@ class RendezvousLbTest : public test_support::PolicyFixture {
 };
 
 // Run once per policy.
-class RendezvousLbPolicyTest : public RendezvousLbTest,
-                               public ::testing::WithParamInterface<const char*> {
-};
+class RendezvousLbPolicyTest
+    : public RendezvousLbTest,
+      public ::testing::WithParamInterface<const char*> {};
 
 INSTANTIATE_TEST_SUITE_P(
     Policies, RendezvousLbPolicyTest,
@@ -556,8 +566,7 @@ TEST_F(RendezvousLbTest, IdentityAttributeDrivesTheHash) {
     update.addresses->emplace_back(MakeAddress(uris_[i]), ChannelArgs(),
                                    std::move(attrs));
   }
-  update.config = MakeConfig(
-      *Json::Parse(Config("weighted_rendezvous", body)));
+  update.config = MakeConfig(*Json::Parse(Config("weighted_rendezvous", body)));
   ASSERT_TRUE(ApplyUpdate(std::move(update), policy_.get()).ok());
   for (int i = 0; i < kBackends; ++i) SetState(i, GRPC_CHANNEL_READY);
   Drain();
@@ -574,9 +583,9 @@ TEST_F(RendezvousLbTest, IdentityAttributeDrivesTheHash) {
   }
   for (int k = 0; k < 200; ++k) {
     const std::string key = absl::StrCat("user-", k);
-    ASSERT_EQ(PickBackend(key), static_cast<int>(WeightedRendezvous::Pick(
-                                    key, candidates)
-                                    .value()))
+    ASSERT_EQ(
+        PickBackend(key),
+        static_cast<int>(WeightedRendezvous::Pick(key, candidates).value()))
         << key;
   }
 }

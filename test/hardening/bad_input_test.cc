@@ -199,9 +199,9 @@ class HeaderValueTest : public test_support::PolicyFixture {
 };
 
 // Run once per policy.
-class HeaderValuePolicyTest : public HeaderValueTest,
-                              public ::testing::WithParamInterface<const char*> {
-};
+class HeaderValuePolicyTest
+    : public HeaderValueTest,
+      public ::testing::WithParamInterface<const char*> {};
 
 INSTANTIATE_TEST_SUITE_P(
     Policies, HeaderValuePolicyTest,
@@ -316,9 +316,9 @@ TEST_F(RealChannelTest, EmptyAndLargeValuesEndWithAStatusAndNoLeak) {
     if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) {
       ++refused;
       // The transport's refusal, not the policy's limit.
-      EXPECT_NE(outcome->status.error_message().find(
-                    "metadata size exceeds limit"),
-                std::string::npos)
+      EXPECT_NE(
+          outcome->status.error_message().find("metadata size exceeds limit"),
+          std::string::npos)
           << outcome->status.error_message();
     }
   }

@@ -63,12 +63,11 @@ TEST(BackendSet, DuplicateAddressesAndIdentitiesKeepTheFirst) {
   // 10.0.0.3:80 is configured to hash as 10.0.0.1:80 does by default.
   config.endpoints = {{"10.0.0.3:80", {}, "10.0.0.1:80"}};
   BackendSet set;
-  const BackendSet::UpdateReport report =
-      set.Update({Entry("10.0.0.1:80", 2), Entry("10.0.0.2:80"),
-                  Entry("10.0.0.1:80", 9), Entry("10.0.0.3:80"),
-                  Entry("10.0.0.4:80", {}, "shared"),
-                  Entry("10.0.0.5:80", {}, "shared")},
-                 config);
+  const BackendSet::UpdateReport report = set.Update(
+      {Entry("10.0.0.1:80", 2), Entry("10.0.0.2:80"), Entry("10.0.0.1:80", 9),
+       Entry("10.0.0.3:80"), Entry("10.0.0.4:80", {}, "shared"),
+       Entry("10.0.0.5:80", {}, "shared")},
+      config);
   ASSERT_EQ(set.size(), 3u);
   EXPECT_EQ(set.backends()[0].address, "10.0.0.1:80");
   EXPECT_EQ(set.backends()[0].weight, 2u);  // the first entry's attribute
@@ -223,7 +222,7 @@ TEST(BackendSet, AdmissionsNameTheEntryAndTheAddresssPreviousIndex) {
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(seen[0].entry, 0u);
   EXPECT_EQ(seen[0].previous, 2u);
-  EXPECT_EQ(seen[1].entry, 2u);            // entry 1 is a duplicate
+  EXPECT_EQ(seen[1].entry, 2u);               // entry 1 is a duplicate
   EXPECT_EQ(seen[1].previous, std::nullopt);  // a new address
   EXPECT_EQ(seen[2].entry, 3u);
   EXPECT_EQ(seen[2].previous, 0u);
@@ -234,7 +233,8 @@ TEST(BackendSet, ARefusedBackendIsSkippedAndItsDuplicateMayTakeItsPlace) {
   size_t calls = 0;
   const BackendSet::UpdateReport report = set.Update(
       {Entry(AddressOf(0), 4), Entry(AddressOf(1)), Entry(AddressOf(0), 6)},
-      ValidConfig(), [&](const BackendSet::Admission&) { return calls++ != 0; });
+      ValidConfig(),
+      [&](const BackendSet::Admission&) { return calls++ != 0; });
   EXPECT_EQ(report.refused, 1u);
   EXPECT_EQ(report.duplicate_addresses, 0u);
   ASSERT_EQ(set.size(), 2u);

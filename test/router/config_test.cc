@@ -47,24 +47,32 @@ TEST_P(RouterConfigRule, NamesItsField) {
 }
 
 const RuleCase kRuleCases[] = {
-    {"UpperCaseHeader", [](Config& c) { c.hash_header = "X-Session"; },
+    {"UpperCaseHeader",
+     [](Config& c) { c.hash_header = "X-Session"; },
      {"hashHeader",
       "must be a lower-case metadata key of characters [0-9a-z_.-]"}},
-    {"EmptyHeader", [](Config& c) { c.hash_header = ""; },
+    {"EmptyHeader",
+     [](Config& c) { c.hash_header = ""; },
      {"hashHeader",
       "must be a lower-case metadata key of characters [0-9a-z_.-]"}},
-    {"ReservedHeader", [](Config& c) { c.hash_header = "grpc-timeout"; },
+    {"ReservedHeader",
+     [](Config& c) { c.hash_header = "grpc-timeout"; },
      {"hashHeader", "keys starting with \"grpc-\" are reserved by gRPC"}},
-    {"SmallFactor", [](Config& c) { c.balance_factor_percent = 99; },
+    {"SmallFactor",
+     [](Config& c) { c.balance_factor_percent = 99; },
      {"balanceFactorPercent",
       "must be at least 100 (a smaller factor can leave no backend with "
       "room)"}},
-    {"ZeroDefaultWeight", [](Config& c) { c.default_weight = 0; },
+    {"ZeroDefaultWeight",
+     [](Config& c) { c.default_weight = 0; },
      {"defaultWeight", "must be at least 1"}},
-    {"ZeroLimit", [](Config& c) { c.max_in_flight_per_backend = 0; },
+    {"ZeroLimit",
+     [](Config& c) { c.max_in_flight_per_backend = 0; },
      {"maxInFlightPerBackend", "must be at least 1 (omit it for no limit)"}},
     {"HostName",
-     [](Config& c) { c.endpoints = {{"db.local:80", {}, {}}}; },
+     [](Config& c) {
+       c.endpoints = {{"db.local:80", {}, {}}};
+     },
      {"endpoints[0].address",
       "must be an IP literal with a port, like 10.0.0.7:8443 or "
       "[2001:db8::7]:8443"}},
@@ -74,7 +82,9 @@ const RuleCase kRuleCases[] = {
      },
      {"endpoints[1].weight", "must be at least 1"}},
     {"EmptyIdentity",
-     [](Config& c) { c.endpoints = {{"10.0.0.1:80", {}, ""}}; },
+     [](Config& c) {
+       c.endpoints = {{"10.0.0.1:80", {}, ""}};
+     },
      {"endpoints[0].identity",
       "must not be empty (omit it to hash the address)"}},
     {"DuplicateAddress",
@@ -86,8 +96,7 @@ const RuleCase kRuleCases[] = {
      [](Config& c) {
        c.endpoints = {{"10.0.0.1:80", {}, "a"}, {"10.0.0.2:80", {}, "a"}};
      },
-     {"endpoints[1].identity",
-      "identity \"a\" is also used by endpoints[0]"}},
+     {"endpoints[1].identity", "identity \"a\" is also used by endpoints[0]"}},
     {"IdentityEqualToAnotherAddress",
      [](Config& c) {
        c.endpoints = {{"10.0.0.1:80", {}, {}},
@@ -120,8 +129,8 @@ TEST(RouterConfig, BrokenEndpointsReportEveryErrorOfTheField) {
   ASSERT_EQ(errors.size(), 4u);
   EXPECT_EQ(errors[0].field, "endpoints[0].address");
   EXPECT_EQ(errors[1].field, "endpoints[1].address");
-  EXPECT_EQ(errors[2], (ConfigError{"endpoints[1].address",
-                                    "duplicate of endpoints[0]"}));
+  EXPECT_EQ(errors[2],
+            (ConfigError{"endpoints[1].address", "duplicate of endpoints[0]"}));
   EXPECT_EQ(errors[3].field, "endpoints[1].identity");
 }
 
@@ -193,12 +202,26 @@ TEST(NormalizeAddress, PrintsWhatGrpcPrints) {
 }
 
 TEST(NormalizeAddress, RefusesWhatIsNotAnIpLiteralWithAPort) {
-  for (const std::string text :
-       {"", "db.local:80", "10.0.0.1", "10.0.0.1:", "10.0.0.1:65536",
-        "10.0.0.1:+80", "10.0.0.1: 80", "10.0.0.1:80x", "10.0.0.1:-1",
-        "10.0.0:80", "[10.0.0.1]:80", "::1:80", "[::1]", "[::1]80",
-        "[::1:80", "[::g]:80", "[fe80::1%]:80", "[fe80::1%nosuchif0]:80",
-        "[fe80::1%99999999999]:80", "10.0.0.1:80:80"}) {
+  for (const std::string text : {"",
+                                 "db.local:80",
+                                 "10.0.0.1",
+                                 "10.0.0.1:",
+                                 "10.0.0.1:65536",
+                                 "10.0.0.1:+80",
+                                 "10.0.0.1: 80",
+                                 "10.0.0.1:80x",
+                                 "10.0.0.1:-1",
+                                 "10.0.0:80",
+                                 "[10.0.0.1]:80",
+                                 "::1:80",
+                                 "[::1]",
+                                 "[::1]80",
+                                 "[::1:80",
+                                 "[::g]:80",
+                                 "[fe80::1%]:80",
+                                 "[fe80::1%nosuchif0]:80",
+                                 "[fe80::1%99999999999]:80",
+                                 "10.0.0.1:80:80"}) {
     EXPECT_EQ(NormalizeAddress(text), std::nullopt) << text;
   }
   EXPECT_EQ(NormalizeAddress(std::string("10.0.0.1\0:80", 12)), std::nullopt);

@@ -81,10 +81,10 @@ TEST(AggregateState, Rule2AnyPendingIsConnecting) {
   const ChannelState channel = AggregateState(states, absl::OkStatus(), "");
   EXPECT_EQ(channel.state, Connectivity::kConnecting);
   EXPECT_TRUE(channel.status.ok());
-  EXPECT_EQ(AggregateState(States(2, RoutingState::kPending), absl::OkStatus(),
-                           "")
-                .state,
-            Connectivity::kConnecting);
+  EXPECT_EQ(
+      AggregateState(States(2, RoutingState::kPending), absl::OkStatus(), "")
+          .state,
+      Connectivity::kConnecting);
 }
 
 // Rule 3: else TRANSIENT_FAILURE with the last failure in list order.

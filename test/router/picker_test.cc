@@ -73,8 +73,7 @@ class PickerTest : public ::testing::Test {
   // The core's answer over every backend, or over the READY ones.
   int OwnerAmongAll(std::string_view key) const {
     return static_cast<int>(
-        WeightedRendezvous::Pick(key, CandidatesOf(set_.backends()))
-            .value());
+        WeightedRendezvous::Pick(key, CandidatesOf(set_.backends())).value());
   }
   int OwnerAmongReady(std::string_view key) const {
     return static_cast<int>(
@@ -280,8 +279,8 @@ TEST_F(PickerTest, AFullOwnerSendsTheKeyToItsNextChoiceWithRoom) {
             WeightedRendezvous::Pick(key, rest).value());
   EXPECT_TRUE(Completed(second)->spilled);
   EXPECT_EQ(stats_->spills.load(), 1u);
-  EXPECT_EQ(
-      set_.backends()[Completed(second)->backend].cell->spilled_in.load(), 1u);
+  EXPECT_EQ(set_.backends()[Completed(second)->backend].cell->spilled_in.load(),
+            1u);
 }
 
 TEST_F(PickerTest, ConcurrentPicksNeverExceedTheLimit) {
@@ -334,8 +333,7 @@ TEST_F(PickerTest, BoundedPicksEqualDecide) {
     int spills = 0;
     for (int k = 0; k < 400; ++k) {
       // Hot keys and cold keys: owners fill up and drain.
-      const std::string key =
-          k % 3 == 0 ? "hot" : "user-" + std::to_string(k);
+      const std::string key = k % 3 == 0 ? "hot" : "user-" + std::to_string(k);
       const Result<Decision> expected = policy.Decide(
           key, CandidatesOf(set_.backends(), states_), load, scratch);
       ASSERT_TRUE(expected.ok());

@@ -54,8 +54,9 @@ inline std::vector<Candidate> CandidatesOf(
     const std::vector<BackendState>& states = {}) {
   std::vector<Candidate> out;
   for (size_t i = 0; i < backends.size(); ++i) {
-    out.push_back({backends[i].identity, backends[i].weight,
-                   states.empty() || states[i].routing == RoutingState::kReady});
+    out.push_back(
+        {backends[i].identity, backends[i].weight,
+         states.empty() || states[i].routing == RoutingState::kReady});
   }
   return out;
 }

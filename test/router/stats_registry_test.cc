@@ -12,8 +12,8 @@
 namespace poise::router {
 namespace {
 
-const grpc_lb::ChannelStats* Find(
-    const std::vector<grpc_lb::ChannelStats>& all, const std::string& label) {
+const grpc_lb::ChannelStats* Find(const std::vector<grpc_lb::ChannelStats>& all,
+                                  const std::string& label) {
   for (const auto& s : all) {
     if (s.label == label) return &s;
   }
