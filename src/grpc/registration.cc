@@ -1,4 +1,5 @@
-// The public entry points: RegisterPolicies() and ValidateServiceConfig().
+// The public entry points: RegisterPolicies(), ValidateServiceConfig() and
+// StatsSnapshot().
 #include "src/grpc/registration.h"
 
 #include <grpc/grpc.h>
@@ -13,6 +14,7 @@
 #include "src/core/lib/channel/channel_args.h"
 #include "src/core/lib/iomgr/exec_ctx.h"
 #include "src/core/lib/service_config/service_config_impl.h"
+#include "src/router/stats_registry.h"
 
 #ifndef POISE_GRPC_CORE_VERSION
 #error "POISE_GRPC_CORE_VERSION must name the core version of the gRPC headers"
@@ -74,6 +76,10 @@ absl::Status ValidateServiceConfig(std::string_view service_config_json) {
   }
   grpc_shutdown();
   return status;
+}
+
+std::vector<ChannelStats> StatsSnapshot() {
+  return router::SnapshotAllPolicies();
 }
 
 }  // namespace poise::grpc_lb

@@ -1,15 +1,16 @@
 #include "src/grpc/rendezvous_config.h"
 
-#include <algorithm>
-#include <map>
 #include <set>
+#include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "src/core/lib/address_utils/parse_address.h"
-#include "src/core/lib/address_utils/sockaddr_utils.h"
-#include "src/core/lib/iomgr/resolved_address.h"
+#include "absl/types/optional.h"
+#include "src/core/lib/gprpp/validation_errors.h"
+#include "src/core/lib/json/json_args.h"
+#include "src/core/lib/json/json_object_loader.h"
 
 namespace poise::grpc_lb {
 namespace {
@@ -32,14 +33,6 @@ class PolicyJsonArgs final : public JsonArgs {
   bool bounded_;
 };
 
-// A gRPC metadata key: [0-9a-z_.-]+ (upper case is not allowed on the wire).
-bool IsValidHeaderName(absl::string_view name) {
-  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '_' || c == '.';
-  });
-}
-
 // Rejects members the schema does not have: gRPC's loader ignores them, and a
 // misspelt "hashheader" must not silently leave a field at its default.
 void RejectUnknownFields(const Json& json,
@@ -55,78 +48,95 @@ void RejectUnknownFields(const Json& json,
   }
 }
 
-}  // namespace
-
-// ---------------------------------------------------------------------------
-// EndpointConfig
-
-const grpc_core::JsonLoaderInterface* EndpointConfig::JsonLoader(
-    const JsonArgs& /*args*/) {
-  static const auto* loader =
-      grpc_core::JsonObjectLoader<EndpointConfig>()
-          .Field("address", &EndpointConfig::address)
-          .OptionalField("weight", &EndpointConfig::weight)
-          .OptionalField("identity", &EndpointConfig::identity)
-          .Finish();
-  return loader;
-}
-
-void EndpointConfig::JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
-                                  ValidationErrors* errors) {
-  RejectUnknownFields(json, {"address", "weight", "identity"},
-                      "address, weight, identity", errors);
-  {
-    ValidationErrors::ScopedField field(errors, ".address");
-    if (!errors->FieldHasErrors()) {
-      // Normalise to the text the resolver's addresses print as, so
-      // "[::1]:80" and "[0:0::1]:80" match.
-      grpc_resolved_address resolved;
-      if (!grpc_parse_ipv4_hostport(address, &resolved, false) &&
-          !grpc_parse_ipv6_hostport(address, &resolved, false)) {
-        errors->AddError(
-            "must be an IP literal with a port, like 10.0.0.7:8443 or "
-            "[2001:db8::7]:8443");
-      } else {
-        auto text = grpc_sockaddr_to_string(&resolved, false);
-        if (text.ok()) address = std::move(*text);
-      }
+// Whether `field` ("endpoints[0].address") or a field containing it
+// ("endpoints[0]", "endpoints") failed to load.
+bool LoadFailedAt(absl::string_view field, ValidationErrors* errors) {
+  for (size_t end = 1; end <= field.size(); ++end) {
+    if (end < field.size() && field[end] != '.' && field[end] != '[') {
+      continue;
     }
+    ValidationErrors::ScopedField scope(
+        errors, absl::StrCat(".", field.substr(0, end)));
+    if (errors->FieldHasErrors()) return true;
   }
-  if (weight.has_value() && *weight == 0) {
-    ValidationErrors::ScopedField field(errors, ".weight");
-    errors->AddError("must be at least 1");
+  return false;
+}
+
+// The router's rule errors as gRPC's field errors, except on a field that
+// failed to load: its load error says what is wrong, and a rule checked
+// against the default left in its place would only add noise.
+void AddRuleErrors(const std::vector<router::ConfigError>& broken,
+                   ValidationErrors* errors) {
+  std::vector<bool> keep(broken.size());
+  for (size_t i = 0; i < broken.size(); ++i) {
+    keep[i] = !LoadFailedAt(broken[i].field, errors);
   }
-  if (identity.has_value() && identity->empty()) {
-    ValidationErrors::ScopedField field(errors, ".identity");
-    errors->AddError("must not be empty (omit it to hash the address)");
+  for (size_t i = 0; i < broken.size(); ++i) {
+    if (!keep[i]) continue;
+    ValidationErrors::ScopedField field(errors,
+                                        absl::StrCat(".", broken[i].field));
+    errors->AddError(broken[i].message);
   }
 }
 
 // ---------------------------------------------------------------------------
-// RendezvousConfig
+// The JSON shapes
 
-const grpc_core::JsonLoaderInterface* RendezvousConfig::JsonLoader(
-    const JsonArgs& /*args*/) {
-  static const auto* loader =
-      grpc_core::JsonObjectLoader<RendezvousConfig>()
-          .Field("hashHeader", &RendezvousConfig::hash_header)
-          .OptionalField("balanceFactorPercent",
-                         &RendezvousConfig::balance_factor_percent_json_,
-                         kBoundedKey)
-          .OptionalField("endpoints", &RendezvousConfig::endpoints)
-          .OptionalField("defaultWeight",
-                         &RendezvousConfig::default_weight_json_)
-          .OptionalField("missingKey", &RendezvousConfig::missing_key_json_)
-          .OptionalField("maxInFlightPerBackend",
-                         &RendezvousConfig::max_in_flight_json_)
-          .Finish();
-  return loader;
-}
+struct JsonEndpoint {
+  std::string address;
+  absl::optional<uint32_t> weight;
+  absl::optional<std::string> identity;
 
-void RendezvousConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
-                                    ValidationErrors* errors) {
-  bounded = args.IsEnabled(kBoundedKey);
-  if (bounded) {
+  static const grpc_core::JsonLoaderInterface* JsonLoader(
+      const JsonArgs& /*args*/) {
+    static const auto* loader =
+        grpc_core::JsonObjectLoader<JsonEndpoint>()
+            .Field("address", &JsonEndpoint::address)
+            .OptionalField("weight", &JsonEndpoint::weight)
+            .OptionalField("identity", &JsonEndpoint::identity)
+            .Finish();
+    return loader;
+  }
+  void JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
+                    ValidationErrors* errors) {
+    RejectUnknownFields(json, {"address", "weight", "identity"},
+                        "address, weight, identity", errors);
+  }
+};
+
+struct JsonConfig {
+  std::string hash_header;
+  absl::optional<uint32_t> balance_factor_percent;
+  std::vector<JsonEndpoint> endpoints;
+  absl::optional<uint32_t> default_weight;
+  absl::optional<std::string> missing_key;
+  absl::optional<uint64_t> max_in_flight_per_backend;
+
+  router::Config config;  // the result, made by JsonPostLoad
+
+  static const grpc_core::JsonLoaderInterface* JsonLoader(
+      const JsonArgs& /*args*/) {
+    static const auto* loader =
+        grpc_core::JsonObjectLoader<JsonConfig>()
+            .Field("hashHeader", &JsonConfig::hash_header)
+            .OptionalField("balanceFactorPercent",
+                           &JsonConfig::balance_factor_percent, kBoundedKey)
+            .OptionalField("endpoints", &JsonConfig::endpoints)
+            .OptionalField("defaultWeight", &JsonConfig::default_weight)
+            .OptionalField("missingKey", &JsonConfig::missing_key)
+            .OptionalField("maxInFlightPerBackend",
+                           &JsonConfig::max_in_flight_per_backend)
+            .Finish();
+    return loader;
+  }
+  void JsonPostLoad(const Json& json, const JsonArgs& args,
+                    ValidationErrors* errors);
+};
+
+void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
+                              ValidationErrors* errors) {
+  config.bounded = args.IsEnabled(kBoundedKey);
+  if (config.bounded) {
     RejectUnknownFields(
         json,
         {"hashHeader", "balanceFactorPercent", "endpoints", "defaultWeight",
@@ -143,85 +153,46 @@ void RendezvousConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
                         "to bounded_load_rendezvous",
                         errors);
   }
-  {
-    ValidationErrors::ScopedField field(errors, ".hashHeader");
-    if (!errors->FieldHasErrors()) {
-      if (!IsValidHeaderName(hash_header)) {
-        errors->AddError(
-            "must be a lower-case metadata key of characters [0-9a-z_.-]");
-      } else if (absl::StartsWith(hash_header, "grpc-")) {
-        errors->AddError("keys starting with \"grpc-\" are reserved by gRPC");
-      }
-    }
+  config.hash_header = hash_header;
+  if (balance_factor_percent.has_value()) {
+    config.balance_factor_percent = *balance_factor_percent;
   }
-  if (balance_factor_percent_json_.has_value()) {
-    ValidationErrors::ScopedField field(errors, ".balanceFactorPercent");
-    if (*balance_factor_percent_json_ < 100) {
-      errors->AddError(
-          "must be at least 100 (a smaller factor can leave no backend with "
-          "room)");
-    }
-    balance_factor_percent = *balance_factor_percent_json_;
+  config.endpoints.reserve(endpoints.size());
+  for (JsonEndpoint& e : endpoints) {
+    router::EndpointConfig endpoint{std::move(e.address), std::nullopt,
+                                    std::nullopt};
+    if (e.weight.has_value()) endpoint.weight = *e.weight;
+    if (e.identity.has_value()) endpoint.identity = std::move(*e.identity);
+    config.endpoints.push_back(std::move(endpoint));
   }
-  if (default_weight_json_.has_value()) {
-    ValidationErrors::ScopedField field(errors, ".defaultWeight");
-    if (*default_weight_json_ == 0) errors->AddError("must be at least 1");
-    default_weight = *default_weight_json_;
-  }
-  if (missing_key_json_.has_value()) {
-    ValidationErrors::ScopedField field(errors, ".missingKey");
-    if (*missing_key_json_ == "RANDOM") {
-      missing_key = MissingKey::kRandom;
-    } else if (*missing_key_json_ == "FAIL") {
-      missing_key = MissingKey::kFail;
+  if (default_weight.has_value()) config.default_weight = *default_weight;
+  if (missing_key.has_value()) {
+    const std::optional<router::MissingKey> mode =
+        router::ParseMissingKey(*missing_key);
+    if (mode.has_value()) {
+      config.missing_key = *mode;
     } else {
-      errors->AddError(R"(must be "RANDOM" or "FAIL")");
+      ValidationErrors::ScopedField field(errors, ".missingKey");
+      errors->AddError(router::kMissingKeyRule);
     }
   }
-  if (max_in_flight_json_.has_value()) {
-    ValidationErrors::ScopedField field(errors, ".maxInFlightPerBackend");
-    if (*max_in_flight_json_ == 0) {
-      errors->AddError("must be at least 1 (omit it for no limit)");
-    }
-    max_in_flight_per_backend = *max_in_flight_json_;
+  if (max_in_flight_per_backend.has_value()) {
+    config.max_in_flight_per_backend = *max_in_flight_per_backend;
   }
-  // Endpoints: unique addresses and identities, and a weight sum the core
-  // can represent (it sums eligible weights in 32 bits).
-  std::map<std::string, size_t> addresses;
-  std::map<std::string, size_t> identities;
-  uint64_t weight_sum = 0;
-  for (size_t i = 0; i < endpoints.size(); ++i) {
-    const EndpointConfig& endpoint = endpoints[i];
-    ValidationErrors::ScopedField field(errors,
-                                        absl::StrCat(".endpoints[", i, "]"));
-    if (!addresses.emplace(endpoint.address, i).second) {
-      ValidationErrors::ScopedField address(errors, ".address");
-      errors->AddError(absl::StrCat("duplicate of endpoints[",
-                                    addresses[endpoint.address], "]"));
-    }
-    const std::string& identity = endpoint.identity.value_or(endpoint.address);
-    if (!identities.emplace(identity, i).second) {
-      ValidationErrors::ScopedField id(errors, ".identity");
-      errors->AddError(absl::StrCat("identity \"", identity,
-                                    "\" is also used by endpoints[",
-                                    identities[identity], "]"));
-    }
-    weight_sum += endpoint.weight.value_or(default_weight);
-  }
-  if (weight_sum > UINT32_MAX) {
-    ValidationErrors::ScopedField field(errors, ".endpoints");
-    errors->AddError(
-        absl::StrCat("weights sum to ", weight_sum, ", more than 4294967295"));
-  }
+  AddRuleErrors(router::NormalizeAndValidate(config), errors);
 }
 
-absl::StatusOr<RendezvousConfig> RendezvousConfig::Parse(const Json& json,
-                                                         bool bounded) {
-  return grpc_core::LoadFromJson<RendezvousConfig>(
+}  // namespace
+
+absl::StatusOr<router::Config> ParseRendezvousConfig(const Json& json,
+                                                     bool bounded) {
+  auto loaded = grpc_core::LoadFromJson<JsonConfig>(
       json, PolicyJsonArgs(bounded),
       absl::StrCat("errors validating ",
                    bounded ? "bounded_load_rendezvous" : "weighted_rendezvous",
                    " LB policy config"));
+  if (!loaded.ok()) return loaded.status();
+  return std::move(loaded->config);
 }
 
 }  // namespace poise::grpc_lb

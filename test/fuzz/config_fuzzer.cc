@@ -24,6 +24,7 @@
 #include "src/core/lib/json/json.h"
 #include "src/core/lib/load_balancing/lb_policy_registry.h"
 #include "src/grpc/rendezvous_config.h"
+#include "src/router/config.h"
 #include "test/fuzz/fuzz_check.h"
 
 namespace {
@@ -43,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
   auto json = grpc_core::Json::Parse(body);
   if (!json.ok()) return 0;
-  const auto parsed = poise::grpc_lb::RendezvousConfig::Parse(*json, bounded);
+  const auto parsed = poise::grpc_lb::ParseRendezvousConfig(*json, bounded);
   const char* name =
       bounded ? "bounded_load_rendezvous" : "weighted_rendezvous";
   // The registry path the channel takes.
@@ -64,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(absl::StrContains(message, "field:"));
     return 0;
   }
-  const poise::grpc_lb::RendezvousConfig& c = *parsed;
+  const poise::router::Config& c = *parsed;
   FUZZ_CHECK(c.bounded == bounded);
   FUZZ_CHECK(!c.hash_header.empty());
   for (char ch : c.hash_header) {
@@ -74,12 +75,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(!absl::StartsWith(c.hash_header, "grpc-"));
   FUZZ_CHECK(c.balance_factor_percent >= 100);
   FUZZ_CHECK(c.default_weight >= 1);
-  uint64_t sum = 0;
+  FUZZ_CHECK(!c.max_in_flight_per_backend.has_value() ||
+             *c.max_in_flight_per_backend >= 1);
   for (const auto& e : c.endpoints) {
+    // Normalised: printing it again changes nothing.
+    FUZZ_CHECK(poise::router::NormalizeAddress(e.address) == e.address);
     FUZZ_CHECK(!e.weight.has_value() || *e.weight >= 1);
     FUZZ_CHECK(!e.identity.has_value() || !e.identity->empty());
-    sum += e.weight.value_or(c.default_weight);
   }
-  FUZZ_CHECK(sum <= UINT32_MAX);
+  // The router's own validation agrees: nothing left to report.
+  poise::router::Config again = c;
+  FUZZ_CHECK(poise::router::NormalizeAndValidate(again).empty());
   return 0;
 }

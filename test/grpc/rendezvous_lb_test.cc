@@ -8,15 +8,21 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
+#include "src/core/lib/address_utils/parse_address.h"
+#include "src/core/lib/address_utils/sockaddr_utils.h"
+#include "src/grpc/identity_attribute.h"
 #include "src/grpc/registration.h"
+#include "src/router/config.h"
 
 namespace poise::grpc_lb {
 namespace {
@@ -86,8 +92,6 @@ TEST(RendezvousConfig, EachRuleNamesItsField) {
       {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","identity":"a"},{"address":"10.0.0.2:80","identity":"a"}]})",
        "field:endpoints[1].identity error:identity \"a\" is also used by "
        "endpoints[0]"},
-      {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","weight":4294967295},{"address":"10.0.0.2:80"}]})",
-       "field:endpoints error:weights sum to 4294967296"},
   };
   for (const auto& [body, expected] : cases) {
     const absl::Status status = ParseConfig(
@@ -107,6 +111,69 @@ TEST(RendezvousConfig, AcceptsEveryField) {
                   .ok());
   EXPECT_TRUE(
       ParseConfig(R"([{"weighted_rendezvous":{"hashHeader":"k-bin"}}])").ok());
+  // No rule bounds the weights' sum any more: the core sums eligible weights
+  // in 64 bits.
+  EXPECT_TRUE(ParseConfig(R"([{"bounded_load_rendezvous":{"hashHeader":"k",
+      "endpoints":[{"address":"10.0.0.1:80","weight":4294967295},
+                   {"address":"10.0.0.2:80"}]}}])")
+                  .ok());
+}
+
+// A field that fails to load gets its load error only: no rule is checked
+// against the default left in its place.
+TEST(RendezvousConfig, AFieldThatFailedToLoadGetsOnlyItsLoadError) {
+  EXPECT_EQ(
+      ParseConfig(R"([{"weighted_rendezvous":{"endpoints":[7,7]}}])").message(),
+      "errors validating weighted_rendezvous LB policy config: "
+      "[field:endpoints[0] error:is not an object; field:endpoints[1] "
+      "error:is not an object; field:hashHeader error:field not "
+      "present]");
+  EXPECT_EQ(
+      ParseConfig(
+          R"([{"weighted_rendezvous":{"hashHeader":"k","endpoints":[{"address":7}]}}])")
+          .message(),
+      "errors validating weighted_rendezvous LB policy config: "
+      "[field:endpoints[0].address error:is not a string]");
+}
+
+// The router normalises endpoints[].address itself (it has no gRPC); what it
+// prints must be what gRPC prints for the resolver's address, or an endpoint
+// would never match its backend.
+TEST(RendezvousConfig, AddressNormalisationIsGrpcs) {
+  const std::vector<std::string> literals = {"10.0.0.7:8443",
+                                             "10.0.0.7:08443",
+                                             "127.0.0.1:0",
+                                             "255.255.255.255:65535",
+                                             "0.0.0.0:1",
+                                             "[::1]:80",
+                                             "[0:0::1]:80",
+                                             "[::]:80",
+                                             "[2001:DB8:0:0:0:0:0:7]:8443",
+                                             "[2001:db8::7]:8443",
+                                             "[::ffff:10.0.0.1]:80",
+                                             "[::ffff:a00:1]:80",
+                                             "[1:2:3:4:5:6:7:8]:9",
+                                             "[fe80::1%2]:80",
+                                             "[fe80::1%0]:80",
+                                             "[fe80::1%lo]:80",
+                                             "10.0.0.1:65536",
+                                             "10.0.0.1",
+                                             "db.local:80",
+                                             "[10.0.0.1]:80",
+                                             "[::1]",
+                                             "::1:80",
+                                             "10.0.0.1:"};
+  for (const std::string& literal : literals) {
+    grpc_resolved_address resolved;
+    std::optional<std::string> grpc_text;
+    if (grpc_parse_ipv4_hostport(literal, &resolved, false) ||
+        grpc_parse_ipv6_hostport(literal, &resolved, false)) {
+      auto text = grpc_sockaddr_to_string(&resolved, false);
+      ASSERT_TRUE(text.ok()) << literal;
+      grpc_text = *text;
+    }
+    EXPECT_EQ(router::NormalizeAddress(literal), grpc_text) << literal;
+  }
 }
 
 TEST(RendezvousConfig, ValidateServiceConfigReportsTheChannelsError) {
@@ -138,8 +205,28 @@ TEST(Registration, RefusesAnotherGrpcVersion) {
 }
 
 TEST(Registration, RegisterPoliciesIsIdempotent) {
-  // main() registered before grpc_init(); gRPC is initialised now.
-  EXPECT_TRUE(RegisterPolicies().ok());  // the first result, remembered
+  // main() registered before grpc_init(); gRPC is initialised now, so a
+  // second registration would abort: every call must return the first
+  // result, remembered, whichever thread calls.
+  const absl::Status first = RegisterPolicies();
+  EXPECT_TRUE(first.ok()) << first;
+  EXPECT_EQ(RegisterPolicies(), first);
+  constexpr int kThreads = 8;
+  std::vector<absl::Status> results(kThreads, absl::UnknownError("unset"));
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&results, t] {
+      for (int i = 0; i < 100; ++i) {
+        results[static_cast<size_t>(t)] = RegisterPolicies();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (const absl::Status& result : results) EXPECT_EQ(result, first);
+  // And the policies are there, once each.
+  EXPECT_TRUE(
+      ParseConfig(R"([{"weighted_rendezvous":{"hashHeader":"k"}}])").ok());
 }
 
 // ---------------------------------------------------------------------------
@@ -204,6 +291,18 @@ class RendezvousLbTest : public test_support::PolicyFixture {
   }
 };
 
+// Run once per policy.
+class RendezvousLbPolicyTest
+    : public RendezvousLbTest,
+      public ::testing::WithParamInterface<const char*> {};
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, RendezvousLbPolicyTest,
+    ::testing::Values("weighted_rendezvous", "bounded_load_rendezvous"),
+    [](const ::testing::TestParamInfo<const char*>& policy) {
+      return std::string(policy.param);
+    });
+
 TEST_F(RendezvousLbTest, ConnectivityAggregation) {
   MakePolicy("bounded_load_rendezvous");
   ASSERT_TRUE(Update(Config("bounded_load_rendezvous", ""), uris_).ok());
@@ -248,15 +347,11 @@ TEST_F(RendezvousLbTest, EmptyAddressListFailsWithTheResolutionNote) {
             absl::UnavailableError("empty address list: note from the test"));
 }
 
-TEST_F(RendezvousLbTest, KeyedPickReturnsTheOwner) {
-  for (const char* policy :
-       {"weighted_rendezvous", "bounded_load_rendezvous"}) {
-    Start(policy, "", {0, 1, 2, 3});
-    for (int k = 0; k < 200; ++k) {
-      const std::string key = absl::StrCat("user-", k);
-      ASSERT_EQ(PickBackend(key), Order(key)[0]) << policy << " " << key;
-    }
-    TearDown();
+TEST_P(RendezvousLbPolicyTest, KeyedPickReturnsTheOwner) {
+  Start(GetParam(), "", {0, 1, 2, 3});
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    ASSERT_EQ(PickBackend(key), Order(key)[0]) << key;
   }
 }
 
@@ -286,15 +381,17 @@ TEST_F(RendezvousLbTest, PendingOwnerQueuesItsKeysFailedOwnerPassesThemOn) {
   EXPECT_EQ(PickBackend(key), 0);  // back home on recovery
 }
 
-TEST_F(RendezvousLbTest, MissingKeyRandomSpreadsAndFailNamesTheHeader) {
-  Start("bounded_load_rendezvous", "", {0, 1, 2, 3});
+TEST_P(RendezvousLbPolicyTest, MissingKeyRandomSpreads) {
+  Start(GetParam(), "", {0, 1, 2, 3});
   std::set<int> seen;
   for (int i = 0; i < 200; ++i) seen.insert(Pick(std::nullopt).backend);
   EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3}));
   EXPECT_EQ(Stats().missing_key, 200u);
-  TearDown();
+  for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 0u);
+}
 
-  Start("weighted_rendezvous", R"("missingKey":"FAIL")", {0, 1, 2, 3});
+TEST_P(RendezvousLbPolicyTest, MissingKeyFailNamesTheHeader) {
+  Start(GetParam(), R"("missingKey":"FAIL")", {0, 1, 2, 3});
   Picked p = Pick(std::nullopt);
   auto* drop = absl::get_if<PickResult::Drop>(&p.result.result);
   ASSERT_NE(drop, nullptr);
@@ -407,32 +504,27 @@ TEST_F(RendezvousLbTest, SameSizeAddressUpdatesRouteByTheNewList) {
   }
 }
 
-TEST_F(RendezvousLbTest, HardLimitFailsFastWithResourceExhausted) {
-  for (const char* policy :
-       {"weighted_rendezvous", "bounded_load_rendezvous"}) {
-    Start(policy, R"("maxInFlightPerBackend":2)", {0, 1, 2, 3});
-    std::vector<Picked> held;
-    for (int i = 0; i < 2 * kBackends; ++i) {
-      Picked p = Pick(absl::StrCat("k", i % 3));
-      ASSERT_NE(p.backend, -1) << policy << " pick " << i;
-      p.tracker->Start();
-      held.push_back(std::move(p));
-    }
-    for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 2u) << policy;
-    Picked refused = Pick(std::string("k0"));
-    auto* drop = absl::get_if<PickResult::Drop>(&refused.result.result);
-    ASSERT_NE(drop, nullptr) << policy;
-    EXPECT_EQ(drop->status.code(), absl::StatusCode::kResourceExhausted);
-    EXPECT_NE(drop->status.message().find("maxInFlightPerBackend (2"),
-              std::string::npos)
-        << drop->status;
-    for (auto& p : held) {
-      p.tracker->Finish({absl::OkStatus(), nullptr, nullptr});
-    }
-    for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 0u);
-    held.clear();
-    TearDown();
+TEST_P(RendezvousLbPolicyTest, HardLimitFailsFastWithResourceExhausted) {
+  Start(GetParam(), R"("maxInFlightPerBackend":2)", {0, 1, 2, 3});
+  std::vector<Picked> held;
+  for (int i = 0; i < 2 * kBackends; ++i) {
+    Picked p = Pick(absl::StrCat("k", i % 3));
+    ASSERT_NE(p.backend, -1) << "pick " << i;
+    p.tracker->Start();
+    held.push_back(std::move(p));
   }
+  for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 2u);
+  Picked refused = Pick(std::string("k0"));
+  auto* drop = absl::get_if<PickResult::Drop>(&refused.result.result);
+  ASSERT_NE(drop, nullptr);
+  EXPECT_EQ(drop->status,
+            absl::ResourceExhaustedError("poise: every READY backend is at "
+                                         "maxInFlightPerBackend (2 calls in "
+                                         "flight)"));
+  for (auto& p : held) {
+    p.tracker->Finish({absl::OkStatus(), nullptr, nullptr});
+  }
+  for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 0u);
 }
 
 TEST_F(RendezvousLbTest, ConfigIdentityAndWeightDriveTheHash) {
@@ -453,6 +545,71 @@ TEST_F(RendezvousLbTest, ConfigIdentityAndWeightDriveTheHash) {
     const std::string key = absl::StrCat(k);
     EXPECT_EQ(PickBackend(key),
               static_cast<int>(WeightedRendezvous::Pick(key, c).value()));
+  }
+}
+
+// A resolver's identity attribute names the backend unless the config's
+// endpoints[] does; the address is hashed only without either.
+TEST_F(RendezvousLbTest, IdentityAttributeDrivesTheHash) {
+  const std::string body = absl::StrCat(
+      R"("endpoints":[{"address":")", identities_[0], R"(","identity":"a"}])");
+  MakePolicy("weighted_rendezvous");
+  LoadBalancingPolicy::UpdateArgs update;
+  update.addresses.emplace();
+  const std::vector<std::string> attributes = {"not-a", "b", "", "d"};
+  for (size_t i = 0; i < uris_.size(); ++i) {
+    std::map<const char*,
+             std::unique_ptr<grpc_core::ServerAddress::AttributeInterface>>
+        attrs;
+    attrs[IdentityAttribute::kKey] =
+        std::make_unique<IdentityAttribute>(attributes[i]);
+    update.addresses->emplace_back(MakeAddress(uris_[i]), ChannelArgs(),
+                                   std::move(attrs));
+  }
+  update.config = MakeConfig(*Json::Parse(Config("weighted_rendezvous", body)));
+  ASSERT_TRUE(ApplyUpdate(std::move(update), policy_.get()).ok());
+  for (int i = 0; i < kBackends; ++i) SetState(i, GRPC_CHANNEL_READY);
+  Drain();
+  ASSERT_EQ(state_, GRPC_CHANNEL_READY);
+  // endpoints[] wins, then the attribute; an empty one names nothing.
+  const std::vector<std::string> hashed = {"a", "b", identities_[2], "d"};
+  const ChannelStats stats = Stats();
+  ASSERT_EQ(stats.backends.size(), 4u);
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < hashed.size(); ++i) {
+    EXPECT_EQ(stats.backends[i].identity, hashed[i]);
+    EXPECT_EQ(stats.backends[i].address, identities_[i]);
+    candidates.push_back({hashed[i], 1, true});
+  }
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    ASSERT_EQ(
+        PickBackend(key),
+        static_cast<int>(WeightedRendezvous::Pick(key, candidates).value()))
+        << key;
+  }
+}
+
+// Two addresses hashed as one identity would split that owner's keys by list
+// position: the first keeps the identity, the other is left out.
+TEST_F(RendezvousLbTest, DuplicateIdentitiesKeepTheFirstBackend) {
+  const std::string body =
+      absl::StrCat(R"("endpoints":[{"address":")", identities_[3],
+                   R"(","identity":")", identities_[1], R"("}])");
+  MakePolicy("bounded_load_rendezvous");
+  ASSERT_TRUE(Update(Config("bounded_load_rendezvous", body), uris_).ok());
+  // No subchannel for the backend left out.
+  EXPECT_EQ(subchannel_pool_.find(
+                SubchannelKey(MakeAddress(uris_[3]), ChannelArgs())),
+            subchannel_pool_.end());
+  for (int i = 0; i < 3; ++i) SetState(i, GRPC_CHANNEL_READY);
+  Drain();
+  const ChannelStats stats = Stats();
+  ASSERT_EQ(stats.backends.size(), 3u);
+  EXPECT_EQ(stats.backends[1].address, identities_[1]);
+  EXPECT_EQ(stats.backends[2].address, identities_[2]);
+  for (int k = 0; k < 100; ++k) {
+    EXPECT_NE(PickBackend(absl::StrCat("user-", k)), 3);
   }
 }
 

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,8 +103,9 @@ TEST(BadConfig, ZeroWeights) {
 }
 
 TEST(BadConfig, WeightsSummingPast32BitsAcrossManyEndpoints) {
-  // 300 endpoints of weight 15,000,000 sum to 4,500,000,000 > 2^32 - 1;
-  // no single weight is out of range.
+  // 300 endpoints of weight 15,000,000 sum to 4,500,000,000 > 2^32 - 1; no
+  // single weight is out of range. Accepted: the core sums eligible weights
+  // in 64 bits, which fewer than 2^32 weights of 32 bits cannot overflow.
   std::string endpoints;
   for (int i = 0; i < 300; ++i) {
     absl::StrAppend(&endpoints, i ? "," : "", R"({"address":"10.0.)", i / 250,
@@ -114,15 +114,11 @@ TEST(BadConfig, WeightsSummingPast32BitsAcrossManyEndpoints) {
   const absl::Status s = ParseConfig(
       "bounded_load_rendezvous",
       absl::StrCat(R"({"hashHeader":"k","endpoints":[)", endpoints, "]}"));
-  EXPECT_EQ(FieldError(s, "endpoints"),
-            "field:endpoints error:weights sum to 4500000000, more than "
-            "4294967295")
-      << s;
-  // Exactly 2^32 - 1 is representable.
+  EXPECT_TRUE(s.ok()) << s;
   EXPECT_TRUE(
       ParseConfig(
           "bounded_load_rendezvous",
-          R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","weight":4294967294},{"address":"10.0.0.2:80"}]})")
+          R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","weight":4294967295},{"address":"10.0.0.2:80","weight":4294967295}]})")
           .ok());
 }
 
@@ -202,7 +198,19 @@ class HeaderValueTest : public test_support::PolicyFixture {
   absl::Status update_status_;
 };
 
-TEST_F(HeaderValueTest, OddValuesRouteDeterministicallyToTheCoresOwner) {
+// Run once per policy.
+class HeaderValuePolicyTest
+    : public HeaderValueTest,
+      public ::testing::WithParamInterface<const char*> {};
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, HeaderValuePolicyTest,
+    ::testing::Values("weighted_rendezvous", "bounded_load_rendezvous"),
+    [](const ::testing::TestParamInfo<const char*>& policy) {
+      return std::string(policy.param);
+    });
+
+TEST_P(HeaderValuePolicyTest, OddValuesRouteDeterministicallyToTheCoresOwner) {
   std::string non_utf8;
   for (int b = 0; b < 256; ++b) non_utf8.push_back(static_cast<char>(b));
   const std::vector<std::string> keys = {
@@ -214,28 +222,22 @@ TEST_F(HeaderValueTest, OddValuesRouteDeterministicallyToTheCoresOwner) {
       std::string("a\0b", 3),
       "a,b",  // what a repeated header looks like after joining
   };
-  for (const char* policy :
-       {"weighted_rendezvous", "bounded_load_rendezvous"}) {
-    Start(policy, "");
-    ASSERT_EQ(state_, GRPC_CHANNEL_READY);
-    for (const std::string& key : keys) {
-      for (int repeat = 0; repeat < 3; ++repeat) {
-        Picked p = Pick(key);
-        ASSERT_EQ(p.backend, Owner(key))
-            << policy << " key size " << key.size();
-        if (p.tracker != nullptr) {
-          p.tracker->Start();
-          p.tracker->Finish({absl::OkStatus(), nullptr, nullptr});
-        }
+  Start(GetParam(), "");
+  ASSERT_EQ(state_, GRPC_CHANNEL_READY);
+  for (const std::string& key : keys) {
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      Picked p = Pick(key);
+      ASSERT_EQ(p.backend, Owner(key)) << "key size " << key.size();
+      if (p.tracker != nullptr) {
+        p.tracker->Start();
+        p.tracker->Finish({absl::OkStatus(), nullptr, nullptr});
       }
     }
-    const grpc_lb::ChannelStats stats = StatsFor(label_);
-    EXPECT_EQ(stats.picks, keys.size() * 3) << policy;
-    EXPECT_EQ(stats.missing_key, 0u)
-        << policy;  // empty is present, not missing
-    EXPECT_EQ(TotalInFlightHere(), 0u);
-    TearDown();
   }
+  const grpc_lb::ChannelStats stats = StatsFor(label_);
+  EXPECT_EQ(stats.picks, keys.size() * 3);
+  EXPECT_EQ(stats.missing_key, 0u);  // empty is present, not missing
+  EXPECT_EQ(TotalInFlightHere(), 0u);
 }
 
 // A defaultWeight that is valid alone but whose sum over the resolver's
@@ -311,12 +313,16 @@ TEST_F(RealChannelTest, EmptyAndLargeValuesEndWithAStatusAndNoLeak) {
     EXPECT_TRUE(code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
                 code == grpc::StatusCode::UNAVAILABLE)
         << code << " " << outcome->status.error_message();
-    refused += code == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++refused;
+      // The transport's refusal, not the policy's limit.
+      EXPECT_NE(
+          outcome->status.error_message().find("metadata size exceeds limit"),
+          std::string::npos)
+          << outcome->status.error_message();
+    }
   }
   EXPECT_GE(refused, 1);
-  std::fprintf(stderr, "64 KiB header value: status %d (%s)\n",
-               static_cast<int>(first.status.error_code()),
-               first.status.error_message().c_str());
   EXPECT_TRUE(WaitFor([&] { return TotalInFlight("large") == 0; }));
   // The server closes that connection ("Socket closed" may reach a call
   // racing with the close); the channel reconnects and keeps routing.

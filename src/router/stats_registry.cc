@@ -1,8 +1,8 @@
-#include "src/grpc/stats_registry.h"
+#include "src/router/stats_registry.h"
 
 #include <algorithm>
 
-namespace poise::grpc_lb {
+namespace poise::router {
 namespace {
 
 struct Registry {
@@ -17,18 +17,23 @@ Registry& GetRegistry() {
 
 }  // namespace
 
-ChannelStats PolicyStats::Snapshot() const {
-  ChannelStats out;
+grpc_lb::ChannelStats PolicyStats::Snapshot() const {
+  grpc_lb::ChannelStats out;
   out.label = label_;
   out.policy = policy_;
   out.picks = picks.load(std::memory_order_relaxed);
   out.spills = spills.load(std::memory_order_relaxed);
   out.missing_key = missing_key.load(std::memory_order_relaxed);
   out.failed_picks = failed_picks.load(std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
-  out.backends.reserve(backends_.size());
-  for (const Backend& b : backends_) {
-    BackendStats s;
+  std::shared_ptr<const BackendList> backends;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    backends = backends_;
+  }
+  if (backends == nullptr) return out;
+  out.backends.reserve(backends->backends.size());
+  for (const Backend& b : backends->backends) {
+    grpc_lb::BackendStats s;
     s.identity = b.identity;
     s.address = b.address;
     s.weight = b.weight;
@@ -53,7 +58,7 @@ void RegisterPolicyStats(const std::shared_ptr<PolicyStats>& stats) {
   entries.push_back(stats);
 }
 
-std::vector<ChannelStats> StatsSnapshot() {
+std::vector<grpc_lb::ChannelStats> SnapshotAllPolicies() {
   std::vector<std::shared_ptr<PolicyStats>> live;
   {
     Registry& registry = GetRegistry();
@@ -62,10 +67,10 @@ std::vector<ChannelStats> StatsSnapshot() {
       if (auto stats = entry.lock()) live.push_back(std::move(stats));
     }
   }
-  std::vector<ChannelStats> out;
+  std::vector<grpc_lb::ChannelStats> out;
   out.reserve(live.size());
   for (const auto& stats : live) out.push_back(stats->Snapshot());
   return out;
 }
 
-}  // namespace poise::grpc_lb
+}  // namespace poise::router

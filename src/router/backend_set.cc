@@ -1,0 +1,131 @@
+#include "src/router/backend_set.h"
+
+#include <string_view>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+
+namespace poise::router {
+
+BackendSet::BackendSet() : list_(std::make_shared<const BackendList>()) {}
+
+void BackendSet::Clear() {
+  list_ = std::make_shared<const BackendList>();
+  ForgetUnusedCells();
+}
+
+BackendSet::UpdateReport BackendSet::Update(
+    const std::vector<ResolverEntry>& entries, const Config& config) {
+  return Update(entries, config, [](const Admission&) { return true; });
+}
+
+BackendSet::UpdateReport BackendSet::Update(
+    const std::vector<ResolverEntry>& entries, const Config& config,
+    Admit admit) {
+  UpdateReport report;
+  // Every lookup below is by string_view into `entries`, `config` or the
+  // previous list, all alive until the end.
+  absl::flat_hash_map<std::string_view, const EndpointConfig*> endpoints;
+  endpoints.reserve(config.endpoints.size());
+  for (const EndpointConfig& e : config.endpoints) {
+    endpoints.emplace(e.address, &e);  // validated: unique
+  }
+  std::shared_ptr<const BackendList> previous = list_;
+  absl::flat_hash_map<std::string_view, size_t> previous_index;
+  previous_index.reserve(previous->backends.size());
+  for (size_t i = 0; i < previous->backends.size(); ++i) {
+    previous_index.emplace(previous->backends[i].address, i);
+  }
+
+  auto next = std::make_shared<BackendList>();
+  next->backends.reserve(entries.size());
+  absl::flat_hash_set<std::string_view> addresses;
+  absl::flat_hash_set<std::string_view> identities;
+  addresses.reserve(entries.size());
+  identities.reserve(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const ResolverEntry& entry = entries[i];
+    // 1. The first occurrence of an address wins.
+    if (addresses.contains(entry.address)) {
+      ++report.duplicate_addresses;
+      continue;
+    }
+    const auto endpoint_it = endpoints.find(entry.address);
+    const EndpointConfig* endpoint =
+        endpoint_it != endpoints.end() ? endpoint_it->second : nullptr;
+    // 2. Identity.
+    std::string_view identity = entry.address;
+    if (endpoint != nullptr && endpoint->identity.has_value()) {
+      identity = *endpoint->identity;
+    } else if (entry.identity.has_value() && !entry.identity->empty()) {
+      identity = *entry.identity;
+    }
+    // 3. One backend per identity.
+    if (identities.contains(identity)) {
+      ++report.duplicate_identities;
+      continue;
+    }
+    // 4. Weight.
+    uint32_t weight = config.default_weight;
+    if (endpoint != nullptr && endpoint->weight.has_value()) {
+      weight = *endpoint->weight;
+    } else if (entry.weight.has_value() && *entry.weight > 0) {
+      weight = *entry.weight;
+    }
+    Admission admission{i, std::nullopt};
+    const auto was = previous_index.find(entry.address);
+    if (was != previous_index.end()) admission.previous = was->second;
+    if (!admit(admission)) {
+      ++report.refused;
+      continue;
+    }
+    addresses.insert(entry.address);
+    identities.insert(identity);
+    std::string id(identity);
+    std::shared_ptr<BackendCell> cell = CellFor(id);
+    next->backends.push_back(
+        Backend{entry.address, std::move(id), weight, std::move(cell)});
+  }
+
+  // The table: kept when the identities are the previous ones, in order.
+  bool same = previous->table != nullptr &&
+              previous->backends.size() == next->backends.size();
+  for (size_t i = 0; same && i < next->backends.size(); ++i) {
+    same = previous->backends[i].identity == next->backends[i].identity;
+  }
+  if (same) {
+    next->table = previous->table;
+  } else if (!next->backends.empty()) {
+    std::vector<std::string_view> ids;
+    ids.reserve(next->backends.size());
+    for (const Backend& b : next->backends) ids.emplace_back(b.identity);
+    next->table = std::make_shared<const IdentityTable>(ids);
+    report.table_rebuilt = true;
+  }
+  list_ = std::move(next);
+  previous.reset();  // its cells may be the last holders
+  ForgetUnusedCells();
+  return report;
+}
+
+std::shared_ptr<BackendCell> BackendSet::CellFor(const std::string& identity) {
+  std::weak_ptr<BackendCell>& slot = cells_[identity];
+  std::shared_ptr<BackendCell> cell = slot.lock();
+  if (cell == nullptr) {
+    cell = std::make_shared<BackendCell>();
+    slot = cell;
+  }
+  return cell;
+}
+
+void BackendSet::ForgetUnusedCells() {
+  for (auto it = cells_.begin(); it != cells_.end();) {
+    if (it->second.expired()) {
+      cells_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace poise::router

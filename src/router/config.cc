@@ -1,0 +1,220 @@
+#include "src/router/config.h"
+
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace poise::router {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Addresses
+
+// A port as gRPC's parsers read it, but digits only: 0..65535, leading zeros
+// allowed.
+std::optional<uint16_t> ParsePort(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  uint32_t port = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    port = port * 10 + static_cast<uint32_t>(c - '0');
+    if (port > 65535) return std::nullopt;
+  }
+  return static_cast<uint16_t>(port);
+}
+
+// A zone as gRPC reads it: a decimal index, else an interface name.
+std::optional<uint32_t> ParseZone(const std::string& zone) {
+  if (zone.empty()) return std::nullopt;
+  if (std::all_of(zone.begin(), zone.end(),
+                  [](char c) { return c >= '0' && c <= '9'; })) {
+    uint64_t index = 0;
+    for (const char c : zone) {
+      index = index * 10 + static_cast<uint64_t>(c - '0');
+      if (index > UINT32_MAX) return std::nullopt;
+    }
+    return static_cast<uint32_t>(index);
+  }
+  const unsigned int index = if_nametoindex(zone.c_str());
+  if (index == 0) return std::nullopt;
+  return static_cast<uint32_t>(index);
+}
+
+// "a.b.c.d:port": exactly one colon, as gRPC's SplitHostPort requires.
+std::optional<std::string> NormalizeIpv4(std::string_view text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos ||
+      text.find(':', colon + 1) != std::string_view::npos) {
+    return std::nullopt;
+  }
+  const std::string host(text.substr(0, colon));
+  const std::optional<uint16_t> port = ParsePort(text.substr(colon + 1));
+  in_addr ip{};
+  if (!port.has_value() || inet_pton(AF_INET, host.c_str(), &ip) != 1) {
+    return std::nullopt;
+  }
+  char buffer[INET_ADDRSTRLEN];
+  if (inet_ntop(AF_INET, &ip, buffer, sizeof(buffer)) == nullptr) {
+    return std::nullopt;
+  }
+  return absl::StrCat(buffer, ":", *port);
+}
+
+// "[addr]:port" or "[addr%zone]:port" (RFC 6874 without the %25 escape, as
+// gRPC takes it).
+std::optional<std::string> NormalizeIpv6(std::string_view text) {
+  const size_t close = text.find(']', 1);
+  if (close == std::string_view::npos || close + 1 >= text.size() ||
+      text[close + 1] != ':') {
+    return std::nullopt;
+  }
+  const std::string_view host = text.substr(1, close - 1);
+  const std::optional<uint16_t> port = ParsePort(text.substr(close + 2));
+  if (!port.has_value() || host.find(':') == std::string_view::npos) {
+    return std::nullopt;
+  }
+  const size_t percent = host.rfind('%');
+  const std::string ip_text(host.substr(0, percent));
+  uint32_t zone = 0;
+  if (percent != std::string_view::npos) {
+    if (ip_text.size() > INET6_ADDRSTRLEN) return std::nullopt;
+    const std::optional<uint32_t> index =
+        ParseZone(std::string(host.substr(percent + 1)));
+    if (!index.has_value()) return std::nullopt;
+    zone = *index;
+  }
+  in6_addr ip{};
+  if (inet_pton(AF_INET6, ip_text.c_str(), &ip) != 1) return std::nullopt;
+  char buffer[INET6_ADDRSTRLEN];
+  if (inet_ntop(AF_INET6, &ip, buffer, sizeof(buffer)) == nullptr) {
+    return std::nullopt;
+  }
+  if (zone != 0) return absl::StrCat("[", buffer, "%", zone, "]:", *port);
+  return absl::StrCat("[", buffer, "]:", *port);
+}
+
+// ---------------------------------------------------------------------------
+// Rules
+
+// A gRPC metadata key: [0-9a-z_.-]+ (upper case is not allowed on the wire).
+bool IsValidHeaderName(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
+  });
+}
+
+void CheckEndpoint(EndpointConfig& endpoint, const std::string& field,
+                   std::vector<ConfigError>& errors) {
+  std::optional<std::string> address = NormalizeAddress(endpoint.address);
+  if (address.has_value()) {
+    endpoint.address = std::move(*address);
+  } else {
+    errors.push_back({absl::StrCat(field, ".address"),
+                      "must be an IP literal with a port, like 10.0.0.7:8443 "
+                      "or [2001:db8::7]:8443"});
+  }
+  if (endpoint.weight.has_value() && *endpoint.weight == 0) {
+    errors.push_back({absl::StrCat(field, ".weight"), "must be at least 1"});
+  }
+  if (endpoint.identity.has_value() && endpoint.identity->empty()) {
+    errors.push_back({absl::StrCat(field, ".identity"),
+                      "must not be empty (omit it to hash the address)"});
+  }
+}
+
+// Rule 6: each address and each identity names one endpoint. One hash map
+// each: linear in the number of endpoints.
+void CheckEndpointsUnique(const std::vector<EndpointConfig>& endpoints,
+                          std::vector<ConfigError>& errors) {
+  absl::flat_hash_map<std::string_view, size_t> addresses;
+  absl::flat_hash_map<std::string_view, size_t> identities;
+  addresses.reserve(endpoints.size());
+  identities.reserve(endpoints.size());
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    const EndpointConfig& endpoint = endpoints[i];
+    const std::string field = absl::StrCat("endpoints[", i, "]");
+    const auto address = addresses.emplace(endpoint.address, i);
+    if (!address.second) {
+      errors.push_back({absl::StrCat(field, ".address"),
+                        absl::StrCat("duplicate of endpoints[",
+                                     address.first->second, "]")});
+    }
+    const std::string_view identity =
+        endpoint.identity.has_value() ? *endpoint.identity : endpoint.address;
+    const auto id = identities.emplace(identity, i);
+    if (!id.second) {
+      errors.push_back(
+          {absl::StrCat(field, ".identity"),
+           absl::StrCat("identity \"",
+                        absl::string_view(identity.data(), identity.size()),
+                        "\" is also used by endpoints[", id.first->second,
+                        "]")});
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<MissingKey> ParseMissingKey(std::string_view name) {
+  if (name == "RANDOM") return MissingKey::kRandom;
+  if (name == "FAIL") return MissingKey::kFail;
+  return std::nullopt;
+}
+
+std::optional<std::string> NormalizeAddress(std::string_view text) {
+  // gRPC's parsers read the host as a C string; a NUL would cut it short.
+  if (text.empty() || text.find('\0') != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return text.front() == '[' ? NormalizeIpv6(text) : NormalizeIpv4(text);
+}
+
+std::vector<ConfigError> NormalizeAndValidate(Config& config) {
+  std::vector<ConfigError> errors;
+  // 1. hashHeader.
+  if (!IsValidHeaderName(config.hash_header)) {
+    errors.push_back(
+        {"hashHeader",
+         "must be a lower-case metadata key of characters [0-9a-z_.-]"});
+  } else if (absl::StartsWith(config.hash_header, "grpc-")) {
+    errors.push_back(
+        {"hashHeader", "keys starting with \"grpc-\" are reserved by gRPC"});
+  }
+  // 2. balanceFactorPercent.
+  if (config.balance_factor_percent < 100) {
+    errors.push_back({"balanceFactorPercent",
+                      "must be at least 100 (a smaller factor can leave no "
+                      "backend with room)"});
+  }
+  // 3. defaultWeight.
+  if (config.default_weight == 0) {
+    errors.push_back({"defaultWeight", "must be at least 1"});
+  }
+  // 4. maxInFlightPerBackend.
+  if (config.max_in_flight_per_backend.has_value() &&
+      *config.max_in_flight_per_backend == 0) {
+    errors.push_back(
+        {"maxInFlightPerBackend", "must be at least 1 (omit it for no limit)"});
+  }
+  // 5. Each endpoint on its own; addresses are normalised before rule 6
+  // compares them. No rule bounds the weights' sum: the core sums eligible
+  // weights in 64 bits, which fewer than 2^32 weights of 32 bits cannot
+  // overflow.
+  for (size_t i = 0; i < config.endpoints.size(); ++i) {
+    CheckEndpoint(config.endpoints[i], absl::StrCat("endpoints[", i, "]"),
+                  errors);
+  }
+  // 6. Unique addresses and identities.
+  CheckEndpointsUnique(config.endpoints, errors);
+  return errors;
+}
+
+}  // namespace poise::router

@@ -1,0 +1,93 @@
+// The rendezvous policies' configuration and its rules, without gRPC.
+//
+// src/grpc loads the service config's JSON into Config (schema:
+// proto/poise_config.proto) and NormalizeAndValidate() checks it, so one set
+// of rules and messages serves the channel's own parse and
+// ValidateServiceConfig() alike.
+#ifndef POISE_SRC_ROUTER_CONFIG_H_
+#define POISE_SRC_ROUTER_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace poise::router {
+
+// What a call without the hash header gets.
+enum class MissingKey : uint8_t {
+  kRandom,  // routed by a random key (still bounded under the bounded policy)
+  kFail,    // failed with INTERNAL, naming the header
+};
+
+// The config's spelling ("RANDOM", "FAIL"); nullopt for anything else.
+std::optional<MissingKey> ParseMissingKey(std::string_view name);
+// The rule a spelling ParseMissingKey refuses breaks, for "missingKey".
+inline constexpr char kMissingKeyRule[] = R"(must be "RANDOM" or "FAIL")";
+
+// One endpoints[] entry: settings for the resolved address it names.
+struct EndpointConfig {
+  std::string address;  // normalised by NormalizeAndValidate (NormalizeAddress)
+  std::optional<uint32_t> weight;
+  std::optional<std::string> identity;
+};
+
+struct Config {
+  static constexpr uint32_t kDefaultBalanceFactorPercent = 150;
+
+  bool bounded = false;  // bounded_load_rendezvous (from the policy's name)
+  std::string hash_header;
+  uint32_t balance_factor_percent = kDefaultBalanceFactorPercent;
+  std::vector<EndpointConfig> endpoints;
+  uint32_t default_weight = 1;
+  MissingKey missing_key = MissingKey::kRandom;
+  std::optional<uint64_t> max_in_flight_per_backend;  // nullopt: no limit
+
+  // Whether calls hold an in-flight slot: the bounded policy reads the loads,
+  // a hard limit counts against them.
+  bool tracks_load() const {
+    return bounded || max_in_flight_per_backend.has_value();
+  }
+};
+
+// One broken rule: the field's path from the policy's config object, as
+// gRPC's ValidationErrors spells it ("endpoints[0].weight"), and what is
+// wrong with it ("must be at least 1").
+struct ConfigError {
+  std::string field;
+  std::string message;
+
+  bool operator==(const ConfigError& other) const {
+    return field == other.field && message == other.message;
+  }
+};
+
+// Checks every rule of `config`, in field order, and rewrites each
+// endpoint's address to NormalizeAddress() of it where it has one (so
+// "[0:0::1]:80" and "[::1]:80" are found to be the same address). Empty when
+// the config is valid. The rules:
+//   1. hashHeader: a lower-case metadata key [0-9a-z_.-]+, not "grpc-...";
+//   2. balanceFactorPercent >= 100 (below, the bounds can leave no backend
+//      with room);
+//   3. defaultWeight >= 1;
+//   4. maxInFlightPerBackend >= 1 when given (omitted: no limit);
+//   5. endpoints[i]: an IP literal address with a port, weight >= 1,
+//      identity non-empty;
+//   6. endpoints' addresses unique, and their identities (the address when
+//      none is given) unique.
+// missingKey has no rule here: its spelling is checked where it is read
+// (ParseMissingKey).
+std::vector<ConfigError> NormalizeAndValidate(Config& config);
+
+// The text gRPC prints for a resolved IP address (grpc_sockaddr_to_string
+// without normalisation): "a.b.c.d:port" for IPv4, "[addr]:port" for IPv6 in
+// inet_ntop's canonical form, with "%<zone index>" inside the brackets for a
+// scoped address. Accepts what gRPC's ipv4:/ipv6: address parsers accept,
+// except that the port must be decimal digits only (gRPC's sscanf would also
+// take "+80", " 80" and "80x"). nullopt for anything else.
+std::optional<std::string> NormalizeAddress(std::string_view text);
+
+}  // namespace poise::router
+
+#endif  // POISE_SRC_ROUTER_CONFIG_H_

@@ -1,0 +1,78 @@
+// Connectivity as routing sees it: each backend's routing state, and the
+// channel's state from all of them.
+#ifndef POISE_SRC_ROUTER_CONNECTIVITY_H_
+#define POISE_SRC_ROUTER_CONNECTIVITY_H_
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace poise::router {
+
+// gRPC's connectivity states (grpc_connectivity_state), in gRPC's order.
+enum class Connectivity : uint8_t {
+  kIdle,
+  kConnecting,
+  kReady,
+  kTransientFailure,
+  kShutdown,
+};
+
+// gRPC's name of the state ("IDLE", "TRANSIENT_FAILURE", ...).
+const char* ToString(Connectivity state);
+
+// ---------------------------------------------------------------------------
+// A backend's routing state
+//
+// What a backend does with the keys it owns:
+//   1. READY serves them;
+//   2. pending (never READY yet, or IDLE or CONNECTING after a clean
+//      disconnect) holds them: their calls wait, because the backend is
+//      about to be READY and they would otherwise land on whichever backend
+//      connected first, and move again a moment later;
+//   3. failed (TRANSIENT_FAILURE) passes them to their next READY choice.
+//      Failed is sticky until READY again: a reconnect attempt's CONNECTING
+//      or IDLE does not make its keys wait again.
+enum class RoutingState : uint8_t { kPending, kReady, kFailed };
+
+const char* ToString(RoutingState state);
+
+// The routing state after the backend reports `reported` in `current`.
+// SHUTDOWN changes nothing but readiness, like IDLE (gRPC 1.51 does not
+// report it to policies).
+RoutingState NextRoutingState(RoutingState current, Connectivity reported);
+
+// A backend's routing state and the status of its last failure.
+struct BackendState {
+  RoutingState routing = RoutingState::kPending;
+  absl::Status last_failure;  // set by each TRANSIENT_FAILURE report
+
+  // Applies one connectivity report; returns whether `routing` changed.
+  bool Apply(Connectivity reported, const absl::Status& status);
+};
+
+// ---------------------------------------------------------------------------
+// The channel's state
+
+struct ChannelState {
+  Connectivity state;
+  absl::Status status;  // OK unless state is kTransientFailure
+};
+
+// The channel's state, as gRPC's own policies compute it:
+//   1. any backend READY -> READY;
+//   2. else any backend pending (connecting or idle, not failed) ->
+//      CONNECTING: calls wait;
+//   3. else TRANSIENT_FAILURE with the last failure in list order,
+//      "poise: connections to all N backends failing; last error: ...";
+//   4. no backends at all -> TRANSIENT_FAILURE with `address_error` when
+//      the resolver reported one, else "empty address list: <note>".
+ChannelState AggregateState(const std::vector<BackendState>& backends,
+                            const absl::Status& address_error,
+                            std::string_view resolution_note);
+
+}  // namespace poise::router
+
+#endif  // POISE_SRC_ROUTER_CONNECTIVITY_H_

@@ -1,0 +1,193 @@
+#include "src/router/picker.h"
+
+#include <random>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace poise::router {
+namespace {
+
+// Why the core could not route, in the terms of the config a user can change.
+POISE_COLD absl::Status RouteError(PickError error) {
+  if (error == PickError::kWeightOverflow) {
+    return absl::InternalError(
+        "poise: cannot route: the READY backends' weights sum past "
+        "4294967295; lower defaultWeight or endpoints[].weight");
+  }
+  return absl::InternalError(
+      absl::StrCat("poise: cannot route: ", ToString(error)));
+}
+
+// The core's scratch is per thread: the picker itself stays immutable.
+DecisionScratch& Scratch() {
+  thread_local DecisionScratch scratch;
+  return scratch;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Construction
+
+std::vector<Candidate> Picker::CandidatesOf(
+    const BackendList& list, const std::vector<BackendState>& states,
+    bool ready_only) {
+  std::vector<Candidate> candidates;
+  candidates.reserve(list.backends.size());
+  for (size_t i = 0; i < list.backends.size(); ++i) {
+    const Backend& b = list.backends[i];
+    const bool ready =
+        i < states.size() && states[i].routing == RoutingState::kReady;
+    candidates.push_back(Candidate{b.identity, b.weight, !ready_only || ready});
+  }
+  return candidates;
+}
+
+Picker::Picker(std::shared_ptr<const Config> config,
+               std::shared_ptr<const BackendList> list,
+               const std::vector<BackendState>& states,
+               std::shared_ptr<PolicyStats> stats)
+    : config_(std::move(config)),
+      list_(std::move(list)),
+      stats_(std::move(stats)),
+      bounded_(config_->bounded),
+      track_load_(config_->tracks_load()),
+      limit_(config_->max_in_flight_per_backend.value_or(
+          InFlightCounter::kNoLimit)),
+      // A validated factor is at least the minimum; the default otherwise.
+      bounded_policy_(
+          BoundedLoadRendezvous::Create(config_->balance_factor_percent)
+              .value_or(BoundedLoadRendezvous())),
+      all_(CandidatesOf(*list_, states, /*ready_only=*/false), list_->table),
+      ready_(CandidatesOf(*list_, states, /*ready_only=*/true), list_->table) {
+  entries_.reserve(list_->backends.size());
+  counters_.reserve(list_->backends.size());
+  for (size_t i = 0; i < list_->backends.size(); ++i) {
+    // A backend without a state is taken as pending (never READY yet).
+    const bool pending =
+        i >= states.size() || states[i].routing == RoutingState::kPending;
+    entries_.push_back(Entry{list_->backends[i].cell, pending});
+    counters_.push_back(&list_->backends[i].cell->in_flight);
+    any_pending_ |= pending;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The hot paths: a keyed pick with every backend settled (none pending).
+
+PickOutcome Picker::Pick(const PickRequest& request) const {
+  if (!request.key.has_value()) return PickWithoutKey();
+  return bounded_ ? PickBounded(*request.key, true)
+                  : PickUnbounded(*request.key, true);
+}
+
+PickOutcome Picker::Complete(size_t index, bool spilled,
+                             InFlightGuard slot) const {
+  BackendCell& cell = *entries_[index].cell;
+  stats_->picks.fetch_add(1, std::memory_order_relaxed);
+  cell.picks.fetch_add(1, std::memory_order_relaxed);
+  if (spilled) {
+    stats_->spills.fetch_add(1, std::memory_order_relaxed);
+    cell.spilled_in.fetch_add(1, std::memory_order_relaxed);
+  }
+  return PickOutcome{PickOutcome::Complete{index, spilled, std::move(slot)}};
+}
+
+PickOutcome Picker::PickUnbounded(std::string_view key, bool keyed) const {
+  // Rule 2: a pending owner holds its keys.
+  if (keyed && any_pending_ && OwnerIsPending(key)) {
+    return PickOutcome{PickOutcome::Queue{}};
+  }
+  // Rule 3: the owner among the READY backends.
+  const Result<size_t> chosen = ready_.Pick(key);
+  if (!chosen.ok()) return Fail(RouteError(chosen.error()));
+  if (!track_load_) return Complete(chosen.value(), false, InFlightGuard());
+  // Rule 4: a slot, else the slow path of the limit.
+  InFlightGuard slot = TryAcquire(chosen.value());
+  if (slot.held()) return Complete(chosen.value(), false, std::move(slot));
+  return PickWithinLimit(key, chosen.value());
+}
+
+PickOutcome Picker::PickBounded(std::string_view key, bool keyed) const {
+  if (keyed && any_pending_ && OwnerIsPending(key)) {
+    return PickOutcome{PickOutcome::Queue{}};
+  }
+  // Route, not Decide: an idle owner is taken without reading every
+  // backend's counter (each on its own cache line, cold at every call).
+  const Result<PreparedCandidates::Routed> routed = ready_.Route(
+      bounded_policy_, key, [this](size_t i) { return counters_[i]->Load(); },
+      Scratch());
+  if (!routed.ok()) return Fail(RouteError(routed.error()));
+  const PreparedCandidates::Routed& d = routed.value();
+  InFlightGuard slot = TryAcquire(d.selection);
+  if (slot.held()) return Complete(d.selection, d.spilled, std::move(slot));
+  return PickWithinLimit(key, d.affinity);
+}
+
+// ---------------------------------------------------------------------------
+// The cold paths
+
+PickOutcome Picker::Fail(absl::Status status) const {
+  stats_->failed_picks.fetch_add(1, std::memory_order_relaxed);
+  return PickOutcome{PickOutcome::Fail{std::move(status)}};
+}
+
+bool Picker::OwnerIsPending(std::string_view key) const {
+  const Result<size_t> owner = all_.Pick(key);
+  return owner.ok() && entries_[owner.value()].pending;
+}
+
+PickOutcome Picker::PickWithoutKey() const {
+  stats_->missing_key.fetch_add(1, std::memory_order_relaxed);
+  if (config_->missing_key == MissingKey::kFail) {
+    return Fail(absl::InternalError(
+        absl::StrCat("poise: the call has no \"", config_->hash_header,
+                     "\" header and missingKey is FAIL")));
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::string random_key =
+      absl::StrCat(absl::Hex(rng(), absl::kZeroPad16));
+  return bounded_ ? PickBounded(random_key, false)
+                  : PickUnbounded(random_key, false);
+}
+
+// The slow path of a configured hard limit: the choice of rule 3 again,
+// without the backends found at the limit, until a slot is taken or no
+// READY backend is left.
+PickOutcome Picker::PickWithinLimit(std::string_view key,
+                                    size_t affinity) const {
+  thread_local std::vector<Candidate> candidates;
+  candidates = ready_.candidates();
+  for (;;) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (candidates[i].eligible && counters_[i]->Load() >= limit_) {
+        candidates[i].eligible = false;
+      }
+    }
+    size_t selection;
+    if (bounded_) {
+      const Result<Decision> d = bounded_policy_.Decide(
+          key, candidates, ready_.table(),
+          [this](size_t i) { return counters_[i]->Load(); }, Scratch());
+      if (!d.ok()) break;
+      selection = d.value().selection;
+    } else {
+      const Result<size_t> owner =
+          WeightedRendezvous::Pick(key, candidates, ready_.table());
+      if (!owner.ok()) break;
+      selection = owner.value();
+    }
+    InFlightGuard slot = TryAcquire(selection);
+    if (slot.held()) {
+      return Complete(selection, selection != affinity, std::move(slot));
+    }
+    candidates[selection].eligible = false;  // filled up since it was read
+  }
+  return Fail(absl::ResourceExhaustedError(
+      absl::StrCat("poise: every READY backend is at maxInFlightPerBackend (",
+                   limit_, " calls in flight)")));
+}
+
+}  // namespace poise::router

@@ -1,0 +1,148 @@
+// The pick rules: an immutable snapshot of the backends, their routing
+// states and the config, answering one call at a time.
+#ifndef POISE_SRC_ROUTER_PICKER_H_
+#define POISE_SRC_ROUTER_PICKER_H_
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/base/attributes.h"
+#include "absl/status/status.h"
+#include "poise/in_flight.h"
+#include "poise/prepared_candidates.h"
+#include "poise/rendezvous.h"
+#include "src/router/backend_set.h"
+#include "src/router/config.h"
+#include "src/router/connectivity.h"
+#include "src/router/stats_registry.h"
+
+// Rare paths of a pick: out of line and apart from the hot code, because a
+// pick runs with cold caches (between two calls gRPC runs tens of thousands of
+// instructions) and every cache line of code it spans costs a miss.
+#ifndef POISE_COLD
+#define POISE_COLD ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD
+#endif
+
+namespace poise::router {
+
+// What the router is told about one call.
+struct PickRequest {
+  // The hash header's value; nullopt: the call has no such header.
+  std::optional<std::string_view> key;
+};
+
+// What becomes of the call.
+struct PickOutcome {
+  // The key's owner is pending: the call waits for the next picker.
+  struct Queue {};
+  // The call ends now with `status` (also when it is wait_for_ready: a new
+  // picker would not change the answer).
+  struct Fail {
+    absl::Status status;
+  };
+  // The call goes to backends()[backend]. `slot` is held when the policy
+  // tracks load (bounded, or a hard limit): the caller keeps it until the
+  // call finishes, or drops it if the call never starts.
+  struct Complete {
+    size_t backend;
+    bool spilled;  // sent past its key's full owner
+    InFlightGuard slot;
+  };
+  std::variant<Queue, Fail, Complete> result;
+};
+
+// The data-plane side of a policy: immutable once built, so concurrent
+// Pick() calls are safe (gRPC 1.51 serialises them per channel; newer
+// releases do not). Counters are shared atomics; the core's scratch is per
+// thread.
+//
+// The rules of a pick, in order:
+//   1. A call without a key: missingKey FAIL fails it (INTERNAL, naming the
+//      header); RANDOM routes it by a random key under the rules below,
+//      except rule 2 (a random key has no home to wait for).
+//   2. The key's owner over every backend decides where it belongs. A
+//      pending owner holds its keys: the call queues. (Only computed while
+//      some backend is pending: otherwise the owner's state cannot change
+//      the answer, see any_pending_.)
+//   3. Otherwise the key goes to its owner among the READY backends: a
+//      failed owner passes its keys to their next READY choice.
+//      bounded_load_rendezvous takes the first in the key's READY order
+//      with room under its bound (BoundedLoadRendezvous), a spill when that
+//      is not the owner.
+//   4. maxInFlightPerBackend: the slot is taken at the pick, so concurrent
+//      picks see each other and the limit is exact. A backend found at the
+//      limit is left out and the choice of rule 3 is made again among the
+//      rest; with every READY backend at the limit the call fails with
+//      RESOURCE_EXHAUSTED. It never waits.
+//   5. A route the core refuses (PickError) fails the call with INTERNAL.
+class Picker final {
+ public:
+  // `states[i]` is the state of list->backends[i]; `config` passed
+  // NormalizeAndValidate.
+  Picker(std::shared_ptr<const Config> config,
+         std::shared_ptr<const BackendList> list,
+         const std::vector<BackendState>& states,
+         std::shared_ptr<PolicyStats> stats);
+
+  PickOutcome Pick(const PickRequest& request) const;
+
+  const std::vector<Backend>& backends() const { return list_->backends; }
+
+ private:
+  // The snapshot of one backend that a pick reads.
+  struct Entry {
+    std::shared_ptr<BackendCell> cell;
+    bool pending;
+  };
+
+  // The list as candidates: every backend eligible, or only the READY ones.
+  static std::vector<Candidate> CandidatesOf(
+      const BackendList& list, const std::vector<BackendState>& states,
+      bool ready_only);
+
+  PickOutcome PickUnbounded(std::string_view key, bool keyed) const;
+  PickOutcome PickBounded(std::string_view key, bool keyed) const;
+  PickOutcome Complete(size_t index, bool spilled, InFlightGuard slot) const;
+  // A slot on backend `index`'s counter unless it is at the limit (0: none).
+  // The guard keeps the counter alive.
+  InFlightGuard TryAcquire(size_t index) const {
+    const Entry& entry = entries_[index];
+    return InFlightGuard::TryAcquireWithin(
+        std::shared_ptr<InFlightCounter>(entry.cell, &entry.cell->in_flight),
+        limit_);
+  }
+  // The cold paths.
+  POISE_COLD PickOutcome PickWithoutKey() const;
+  POISE_COLD bool OwnerIsPending(std::string_view key) const;
+  POISE_COLD PickOutcome PickWithinLimit(std::string_view key,
+                                         size_t affinity) const;
+  POISE_COLD PickOutcome Fail(absl::Status status) const;
+
+  const std::shared_ptr<const Config> config_;
+  // Owns the identities the candidates below borrow.
+  const std::shared_ptr<const BackendList> list_;
+  const std::shared_ptr<PolicyStats> stats_;
+  // The config's hot fields, inline: a pick reads no other object for them.
+  const bool bounded_;
+  const bool track_load_;
+  const uint64_t limit_;  // maxInFlightPerBackend; 0: none
+  const BoundedLoadRendezvous bounded_policy_;
+  std::vector<Entry> entries_;  // by backend index
+  // entries_[i].cell->in_flight, in one array: a bounded pick may read all.
+  std::vector<const InFlightCounter*> counters_;
+  // Whether some backend is pending. Without one, the owner's state never
+  // changes the answer (READY: it leads the READY order; failed: its keys
+  // go to their next READY choice), so the owner is not computed.
+  bool any_pending_ = false;
+  // Both over the list's IdentityTable.
+  const PreparedCandidates all_;    // every backend: who owns the key
+  const PreparedCandidates ready_;  // READY backends: who may serve it
+};
+
+}  // namespace poise::router
+
+#endif  // POISE_SRC_ROUTER_PICKER_H_

@@ -1,0 +1,247 @@
+// The backend set: resolution order of identities and weights,
+// de-duplication, cells carried across updates by identity, table reuse and
+// what each update tells the adapter.
+#include "src/router/backend_set.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "test/router/router_test_util.h"
+
+namespace poise::router {
+namespace {
+
+using test::AddressOf;
+using test::Entries;
+using test::Entry;
+using test::ValidConfig;
+
+// ---------------------------------------------------------------------------
+// Resolution
+
+TEST(BackendSet, IdentityIsTheEndpointsThenTheAttributeThenTheAddress) {
+  Config config = ValidConfig();
+  config.endpoints = {{"10.0.0.1:80", {}, "configured"}};
+  BackendSet set;
+  set.Update({Entry("10.0.0.1:80", {}, "attribute"),
+              Entry("10.0.0.2:80", {}, "attribute-2"), Entry("10.0.0.3:80"),
+              Entry("10.0.0.4:80", {}, "")},
+             config);
+  ASSERT_EQ(set.size(), 4u);
+  EXPECT_EQ(set.backends()[0].identity, "configured");
+  EXPECT_EQ(set.backends()[1].identity, "attribute-2");
+  EXPECT_EQ(set.backends()[2].identity, "10.0.0.3:80");
+  // An empty attribute names nothing: the address is hashed.
+  EXPECT_EQ(set.backends()[3].identity, "10.0.0.4:80");
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(set.backends()[i].address, AddressOf(i)) << i;
+  }
+}
+
+TEST(BackendSet, WeightIsTheEndpointsThenTheAttributeThenTheDefault) {
+  Config config = ValidConfig();
+  config.default_weight = 7;
+  config.endpoints = {{"10.0.0.1:80", 3, {}}, {"10.0.0.2:80", {}, "two"}};
+  BackendSet set;
+  set.Update({Entry("10.0.0.1:80", 5), Entry("10.0.0.2:80", 5),
+              Entry("10.0.0.3:80"), Entry("10.0.0.4:80", 0)},
+             config);
+  ASSERT_EQ(set.size(), 4u);
+  EXPECT_EQ(set.backends()[0].weight, 3u);  // endpoints[] over the attribute
+  EXPECT_EQ(set.backends()[1].weight, 5u);  // an entry without a weight
+  EXPECT_EQ(set.backends()[2].weight, 7u);  // no attribute: the default
+  EXPECT_EQ(set.backends()[3].weight, 7u);  // attribute 0: the default
+  EXPECT_EQ(set.backends()[1].identity, "two");
+}
+
+TEST(BackendSet, DuplicateAddressesAndIdentitiesKeepTheFirst) {
+  Config config = ValidConfig();
+  // 10.0.0.3:80 is configured to hash as 10.0.0.1:80 does by default.
+  config.endpoints = {{"10.0.0.3:80", {}, "10.0.0.1:80"}};
+  BackendSet set;
+  const BackendSet::UpdateReport report = set.Update(
+      {Entry("10.0.0.1:80", 2), Entry("10.0.0.2:80"), Entry("10.0.0.1:80", 9),
+       Entry("10.0.0.3:80"), Entry("10.0.0.4:80", {}, "shared"),
+       Entry("10.0.0.5:80", {}, "shared")},
+      config);
+  ASSERT_EQ(set.size(), 3u);
+  EXPECT_EQ(set.backends()[0].address, "10.0.0.1:80");
+  EXPECT_EQ(set.backends()[0].weight, 2u);  // the first entry's attribute
+  EXPECT_EQ(set.backends()[1].address, "10.0.0.2:80");
+  EXPECT_EQ(set.backends()[2].address, "10.0.0.4:80");
+  EXPECT_EQ(set.backends()[2].identity, "shared");
+  EXPECT_EQ(report.duplicate_addresses, 1u);
+  EXPECT_EQ(report.duplicate_identities, 2u);
+  EXPECT_EQ(report.refused, 0u);
+}
+
+// 20,000 entries, each address twice and every identity shared by two
+// addresses: a quadratic de-duplication would take minutes here.
+TEST(BackendSet, LargeListsDeduplicateInLinearTime) {
+  constexpr size_t kUnique = 20000;
+  std::vector<ResolverEntry> entries;
+  entries.reserve(3 * kUnique);
+  for (size_t i = 0; i < kUnique; ++i) {
+    entries.push_back(Entry(AddressOf(i), {}, "id-" + std::to_string(i)));
+  }
+  for (size_t i = 0; i < kUnique; ++i) entries.push_back(Entry(AddressOf(i)));
+  for (size_t i = 0; i < kUnique; ++i) {
+    entries.push_back(
+        Entry(AddressOf(kUnique + i), {}, "id-" + std::to_string(i)));
+  }
+  BackendSet set;
+  const BackendSet::UpdateReport report = set.Update(entries, ValidConfig());
+  ASSERT_EQ(set.size(), kUnique);
+  for (size_t i = 0; i < kUnique; i += 997) {
+    EXPECT_EQ(set.backends()[i].address, AddressOf(i));
+    EXPECT_EQ(set.backends()[i].identity, "id-" + std::to_string(i));
+  }
+  EXPECT_EQ(report.duplicate_addresses, kUnique);
+  EXPECT_EQ(report.duplicate_identities, kUnique);
+  ASSERT_NE(set.table(), nullptr);
+  EXPECT_EQ(set.table()->size(), kUnique);
+  // The same list again keeps the table.
+  EXPECT_FALSE(set.Update(entries, ValidConfig()).table_rebuilt);
+}
+
+// ---------------------------------------------------------------------------
+// Cells
+
+TEST(BackendSet, EveryBackendHasItsOwnCell) {
+  BackendSet set;
+  set.Update(Entries(3), ValidConfig());
+  EXPECT_NE(set.backends()[0].cell, nullptr);
+  EXPECT_NE(set.backends()[0].cell, set.backends()[1].cell);
+  EXPECT_NE(set.backends()[1].cell, set.backends()[2].cell);
+}
+
+TEST(BackendSet, AnIdentityThatLeavesAndReturnsWhileHeldKeepsItsCell) {
+  BackendSet set;
+  set.Update(Entries(3), ValidConfig());
+  const std::shared_ptr<BackendCell> cell = set.backends()[1].cell;
+  InFlightGuard call = InFlightGuard::TryAcquire(
+      std::shared_ptr<InFlightCounter>(cell, &cell->in_flight));
+  ASSERT_TRUE(call.held());
+  // Gone from the list, held only by the call (and this test).
+  set.Update({Entry(AddressOf(0)), Entry(AddressOf(2))}, ValidConfig());
+  ASSERT_EQ(set.size(), 2u);
+  set.Update(Entries(3), ValidConfig());
+  EXPECT_EQ(set.backends()[1].cell, cell);
+  EXPECT_EQ(set.backends()[1].cell->in_flight.Load(), 1u);
+  call.Release();
+  EXPECT_EQ(cell->in_flight.Load(), 0u);
+}
+
+TEST(BackendSet, AnIdentityThatReturnsAfterItsCallsEndedStartsAfresh) {
+  BackendSet set;
+  set.Update(Entries(2), ValidConfig());
+  std::weak_ptr<BackendCell> old = set.backends()[1].cell;
+  set.backends()[1].cell->picks = 5;
+  set.Update({Entry(AddressOf(0))}, ValidConfig());
+  EXPECT_TRUE(old.expired());  // nobody held it
+  set.Update(Entries(2), ValidConfig());
+  EXPECT_EQ(set.backends()[1].cell->picks.load(), 0u);
+}
+
+TEST(BackendSet, CellsFollowTheIdentityNotTheAddress) {
+  Config config = ValidConfig();
+  config.endpoints = {{"10.0.0.1:80", {}, "db-primary"}};
+  BackendSet set;
+  set.Update({Entry("10.0.0.1:80"), Entry("10.0.0.2:80")}, config);
+  const std::shared_ptr<BackendCell> primary = set.backends()[0].cell;
+  // The primary moves to a new address under the same identity.
+  config.endpoints = {{"10.0.0.9:80", {}, "db-primary"}};
+  set.Update({Entry("10.0.0.9:80"), Entry("10.0.0.2:80")}, config);
+  EXPECT_EQ(set.backends()[0].cell, primary);
+  // Its old address, now hashed as itself, gets a cell of its own.
+  set.Update({Entry("10.0.0.9:80"), Entry("10.0.0.1:80")}, config);
+  EXPECT_EQ(set.backends()[0].cell, primary);
+  EXPECT_NE(set.backends()[1].cell, primary);
+}
+
+// ---------------------------------------------------------------------------
+// Table
+
+TEST(BackendSet, TheTableIsKeptForTheSameIdentitiesInTheSameOrder) {
+  BackendSet set;
+  EXPECT_TRUE(set.Update(Entries(4), ValidConfig()).table_rebuilt);
+  const std::shared_ptr<const IdentityTable> table = set.table();
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(table->size(), 4u);
+  // A re-resolution with other weights: same identities, same table.
+  std::vector<ResolverEntry> reweighted = Entries(4);
+  reweighted[2].weight = 9;
+  EXPECT_FALSE(set.Update(reweighted, ValidConfig()).table_rebuilt);
+  EXPECT_EQ(set.table(), table);
+  EXPECT_EQ(set.backends()[2].weight, 9u);
+  // Reordered: a new table (the table is by position).
+  const std::vector<ResolverEntry> forward = Entries(4);
+  const std::vector<ResolverEntry> reversed(forward.rbegin(), forward.rend());
+  EXPECT_TRUE(set.Update(reversed, ValidConfig()).table_rebuilt);
+  EXPECT_NE(set.table(), table);
+  // Renamed in place: a new table too.
+  Config renamed = ValidConfig();
+  renamed.endpoints = {{AddressOf(3), {}, "three"}};
+  EXPECT_TRUE(set.Update(reversed, renamed).table_rebuilt);
+  // Empty: no table.
+  set.Update({}, ValidConfig());
+  EXPECT_EQ(set.table(), nullptr);
+  EXPECT_TRUE(set.empty());
+}
+
+TEST(BackendSet, ListsHandedOutStayValidAfterAnUpdate) {
+  BackendSet set;
+  set.Update(Entries(3), ValidConfig());
+  const std::shared_ptr<const BackendList> old = set.list();
+  set.Update({Entry(AddressOf(5))}, ValidConfig());
+  ASSERT_EQ(old->backends.size(), 3u);
+  EXPECT_EQ(old->backends[2].address, AddressOf(2));
+  EXPECT_EQ(old->table->size(), 3u);
+  set.Clear();
+  EXPECT_TRUE(set.empty());
+  EXPECT_EQ(set.table(), nullptr);
+}
+
+// ---------------------------------------------------------------------------
+// Admission
+
+TEST(BackendSet, AdmissionsNameTheEntryAndTheAddresssPreviousIndex) {
+  BackendSet set;
+  set.Update(Entries(3), ValidConfig());
+  std::vector<BackendSet::Admission> seen;
+  set.Update({Entry(AddressOf(2)), Entry(AddressOf(2)), Entry(AddressOf(7)),
+              Entry(AddressOf(0))},
+             ValidConfig(), [&](const BackendSet::Admission& a) {
+               seen.push_back(a);
+               return true;
+             });
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].entry, 0u);
+  EXPECT_EQ(seen[0].previous, 2u);
+  EXPECT_EQ(seen[1].entry, 2u);               // entry 1 is a duplicate
+  EXPECT_EQ(seen[1].previous, std::nullopt);  // a new address
+  EXPECT_EQ(seen[2].entry, 3u);
+  EXPECT_EQ(seen[2].previous, 0u);
+}
+
+TEST(BackendSet, ARefusedBackendIsSkippedAndItsDuplicateMayTakeItsPlace) {
+  BackendSet set;
+  size_t calls = 0;
+  const BackendSet::UpdateReport report = set.Update(
+      {Entry(AddressOf(0), 4), Entry(AddressOf(1)), Entry(AddressOf(0), 6)},
+      ValidConfig(),
+      [&](const BackendSet::Admission&) { return calls++ != 0; });
+  EXPECT_EQ(report.refused, 1u);
+  EXPECT_EQ(report.duplicate_addresses, 0u);
+  ASSERT_EQ(set.size(), 2u);
+  EXPECT_EQ(set.backends()[0].address, AddressOf(1));
+  EXPECT_EQ(set.backends()[1].address, AddressOf(0));
+  EXPECT_EQ(set.backends()[1].weight, 6u);
+}
+
+}  // namespace
+}  // namespace poise::router

@@ -1,0 +1,232 @@
+// The config's rules: every rule names its field, addresses are normalised
+// before they are compared, and no rule bounds the weights' sum.
+#include "src/router/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "test/router/router_test_util.h"
+
+namespace poise::router {
+namespace {
+
+using test::AddressOf;
+using test::ValidConfig;
+
+TEST(RouterConfig, AValidConfigHasNoErrors) {
+  Config config = ValidConfig(/*bounded=*/true);
+  config.balance_factor_percent = 100;
+  config.default_weight = 2;
+  config.max_in_flight_per_backend = 1;
+  config.endpoints = {{"10.0.0.1:80", 3, "a"}, {"[2001:db8::1]:80", {}, {}}};
+  EXPECT_TRUE(NormalizeAndValidate(config).empty());
+  EXPECT_TRUE(config.tracks_load());
+  EXPECT_FALSE(ValidConfig().tracks_load());
+}
+
+struct RuleCase {
+  const char* name;
+  std::function<void(Config&)> change;
+  ConfigError expected;
+};
+
+class RouterConfigRule : public ::testing::TestWithParam<RuleCase> {};
+
+// Each broken rule alone gives exactly one error, on its field, with the
+// message gRPC's parse reports (test/grpc checks the same strings end to
+// end).
+TEST_P(RouterConfigRule, NamesItsField) {
+  Config config = ValidConfig(/*bounded=*/true);
+  GetParam().change(config);
+  EXPECT_EQ(NormalizeAndValidate(config),
+            std::vector<ConfigError>{GetParam().expected});
+}
+
+const RuleCase kRuleCases[] = {
+    {"UpperCaseHeader",
+     [](Config& c) { c.hash_header = "X-Session"; },
+     {"hashHeader",
+      "must be a lower-case metadata key of characters [0-9a-z_.-]"}},
+    {"EmptyHeader",
+     [](Config& c) { c.hash_header = ""; },
+     {"hashHeader",
+      "must be a lower-case metadata key of characters [0-9a-z_.-]"}},
+    {"ReservedHeader",
+     [](Config& c) { c.hash_header = "grpc-timeout"; },
+     {"hashHeader", "keys starting with \"grpc-\" are reserved by gRPC"}},
+    {"SmallFactor",
+     [](Config& c) { c.balance_factor_percent = 99; },
+     {"balanceFactorPercent",
+      "must be at least 100 (a smaller factor can leave no backend with "
+      "room)"}},
+    {"ZeroDefaultWeight",
+     [](Config& c) { c.default_weight = 0; },
+     {"defaultWeight", "must be at least 1"}},
+    {"ZeroLimit",
+     [](Config& c) { c.max_in_flight_per_backend = 0; },
+     {"maxInFlightPerBackend", "must be at least 1 (omit it for no limit)"}},
+    {"HostName",
+     [](Config& c) {
+       c.endpoints = {{"db.local:80", {}, {}}};
+     },
+     {"endpoints[0].address",
+      "must be an IP literal with a port, like 10.0.0.7:8443 or "
+      "[2001:db8::7]:8443"}},
+    {"ZeroWeight",
+     [](Config& c) {
+       c.endpoints = {{"10.0.0.1:80", {}, {}}, {"10.0.0.2:80", 0, {}}};
+     },
+     {"endpoints[1].weight", "must be at least 1"}},
+    {"EmptyIdentity",
+     [](Config& c) {
+       c.endpoints = {{"10.0.0.1:80", {}, ""}};
+     },
+     {"endpoints[0].identity",
+      "must not be empty (omit it to hash the address)"}},
+    {"DuplicateAddress",
+     [](Config& c) {
+       c.endpoints = {{"10.0.0.1:80", {}, "a"}, {"10.0.0.1:80", {}, "b"}};
+     },
+     {"endpoints[1].address", "duplicate of endpoints[0]"}},
+    {"DuplicateIdentity",
+     [](Config& c) {
+       c.endpoints = {{"10.0.0.1:80", {}, "a"}, {"10.0.0.2:80", {}, "a"}};
+     },
+     {"endpoints[1].identity", "identity \"a\" is also used by endpoints[0]"}},
+    {"IdentityEqualToAnotherAddress",
+     [](Config& c) {
+       c.endpoints = {{"10.0.0.1:80", {}, {}},
+                      {"10.0.0.2:80", {}, "10.0.0.1:80"}};
+     },
+     {"endpoints[1].identity",
+      "identity \"10.0.0.1:80\" is also used by endpoints[0]"}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Rules, RouterConfigRule,
+                         ::testing::ValuesIn(kRuleCases),
+                         [](const ::testing::TestParamInfo<RuleCase>& rule) {
+                           return std::string(rule.param.name);
+                         });
+
+TEST(RouterConfig, ValidHeaderNames) {
+  for (const char* name : {"k", "x-session-id", "k-bin", "a.b_c-9"}) {
+    Config config = ValidConfig();
+    config.hash_header = name;
+    EXPECT_TRUE(NormalizeAndValidate(config).empty()) << name;
+  }
+}
+
+TEST(RouterConfig, BrokenEndpointsReportEveryErrorOfTheField) {
+  // An unparsable address that is also a duplicate: both, in that order
+  // (and its identity, the address text, is a duplicate too).
+  Config config = ValidConfig();
+  config.endpoints = {{"db.local:80", {}, {}}, {"db.local:80", {}, {}}};
+  const std::vector<ConfigError> errors = NormalizeAndValidate(config);
+  ASSERT_EQ(errors.size(), 4u);
+  EXPECT_EQ(errors[0].field, "endpoints[0].address");
+  EXPECT_EQ(errors[1].field, "endpoints[1].address");
+  EXPECT_EQ(errors[2],
+            (ConfigError{"endpoints[1].address", "duplicate of endpoints[0]"}));
+  EXPECT_EQ(errors[3].field, "endpoints[1].identity");
+}
+
+TEST(RouterConfig, DuplicatesAreFoundAfterNormalisation) {
+  Config config = ValidConfig();
+  config.endpoints = {{"[::1]:80", {}, {}}, {"[0:0::1]:0080", {}, {}}};
+  EXPECT_EQ(NormalizeAndValidate(config),
+            (std::vector<ConfigError>{
+                {"endpoints[1].address", "duplicate of endpoints[0]"},
+                {"endpoints[1].identity",
+                 "identity \"[::1]:80\" is also used by endpoints[0]"}}));
+  EXPECT_EQ(config.endpoints[1].address, "[::1]:80");
+}
+
+// The rule that the weights sum to at most 2^32 - 1 is gone: the core sums
+// eligible weights in 64 bits.
+TEST(RouterConfig, WeightsMaySumPast32Bits) {
+  Config config = ValidConfig();
+  for (size_t i = 0; i < 300; ++i) {
+    config.endpoints.push_back({AddressOf(i), 15000000, {}});
+  }
+  EXPECT_TRUE(NormalizeAndValidate(config).empty());
+  config.endpoints = {{"10.0.0.1:80", UINT32_MAX, {}},
+                      {"10.0.0.2:80", UINT32_MAX, {}}};
+  config.default_weight = UINT32_MAX;
+  EXPECT_TRUE(NormalizeAndValidate(config).empty());
+}
+
+TEST(RouterConfig, ManyEndpointsValidateInLinearTime) {
+  Config config = ValidConfig();
+  for (size_t i = 0; i < 20000; ++i) {
+    config.endpoints.push_back({AddressOf(i), {}, {}});
+  }
+  config.endpoints.push_back({AddressOf(7), {}, {}});
+  const std::vector<ConfigError> errors = NormalizeAndValidate(config);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0], (ConfigError{"endpoints[20000].address",
+                                    "duplicate of endpoints[7]"}));
+}
+
+TEST(RouterConfig, MissingKeySpellings) {
+  EXPECT_EQ(ParseMissingKey("RANDOM"), MissingKey::kRandom);
+  EXPECT_EQ(ParseMissingKey("FAIL"), MissingKey::kFail);
+  EXPECT_EQ(ParseMissingKey("fail"), std::nullopt);
+  EXPECT_EQ(ParseMissingKey(""), std::nullopt);
+  EXPECT_STREQ(kMissingKeyRule, R"(must be "RANDOM" or "FAIL")");
+}
+
+// ---------------------------------------------------------------------------
+// NormalizeAddress (test/grpc compares it with grpc_sockaddr_to_string)
+
+TEST(NormalizeAddress, PrintsWhatGrpcPrints) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"10.0.0.7:8443", "10.0.0.7:8443"},
+      {"10.0.0.7:08443", "10.0.0.7:8443"},
+      {"127.0.0.1:0", "127.0.0.1:0"},
+      {"255.255.255.255:65535", "255.255.255.255:65535"},
+      {"[::1]:80", "[::1]:80"},
+      {"[0:0::1]:80", "[::1]:80"},
+      {"[2001:DB8:0:0:0:0:0:7]:8443", "[2001:db8::7]:8443"},
+      {"[::ffff:10.0.0.1]:80", "[::ffff:10.0.0.1]:80"},
+      {"[fe80::1%2]:80", "[fe80::1%2]:80"},
+      {"[fe80::1%0]:80", "[fe80::1]:80"},
+      {"[fe80::1%lo]:80", "[fe80::1%1]:80"},
+  };
+  for (const auto& [text, expected] : cases) {
+    EXPECT_EQ(NormalizeAddress(text), expected) << text;
+  }
+}
+
+TEST(NormalizeAddress, RefusesWhatIsNotAnIpLiteralWithAPort) {
+  for (const std::string text : {"",
+                                 "db.local:80",
+                                 "10.0.0.1",
+                                 "10.0.0.1:",
+                                 "10.0.0.1:65536",
+                                 "10.0.0.1:+80",
+                                 "10.0.0.1: 80",
+                                 "10.0.0.1:80x",
+                                 "10.0.0.1:-1",
+                                 "10.0.0:80",
+                                 "[10.0.0.1]:80",
+                                 "::1:80",
+                                 "[::1]",
+                                 "[::1]80",
+                                 "[::1:80",
+                                 "[::g]:80",
+                                 "[fe80::1%]:80",
+                                 "[fe80::1%nosuchif0]:80",
+                                 "[fe80::1%99999999999]:80",
+                                 "10.0.0.1:80:80"}) {
+    EXPECT_EQ(NormalizeAddress(text), std::nullopt) << text;
+  }
+  EXPECT_EQ(NormalizeAddress(std::string("10.0.0.1\0:80", 12)), std::nullopt);
+  EXPECT_EQ(NormalizeAddress(std::string("10.0.0.1:80\0", 12)), std::nullopt);
+}
+
+}  // namespace
+}  // namespace poise::router
