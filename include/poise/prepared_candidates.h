@@ -44,12 +44,14 @@ class PreparedCandidates final {
 
   const std::vector<Candidate>& candidates() const { return candidates_; }
   const IdentityTable& table() const { return *table_; }
-  // Whether decisions can take the short path (every eligible candidate has
-  // one weight); for tests and benchmarks.
-  bool one_weight() const { return weight_ != 0; }
-  // Whether decisions take the two-weight path (exactly two eligible
-  // weights); for tests and benchmarks.
-  bool two_weights() const { return second_weight_ != 0; }
+  // Which code serves this list's decisions (chosen once, here).
+  enum class Path : uint8_t {
+    kOneWeight,   // every eligible candidate has one weight
+    kTwoWeights,  // exactly two eligible weights
+    kGeneral,     // more weights, none eligible, 2^32 or more candidates, or
+                  // a table that does not match
+  };
+  Path path() const { return path_; }
 
   // WeightedRendezvous::Pick(key, candidates(), table()).
   Result<size_t> Pick(std::string_view key) const;
@@ -60,7 +62,9 @@ class PreparedCandidates final {
   Result<Decision> Decide(const BoundedLoadRendezvous& bounded,
                           std::string_view key, LoadFn&& load,
                           DecisionScratch& scratch) const {
-    if (weight_ == 0) return DecideGeneral(bounded, key, load, scratch);
+    if (path_ != Path::kOneWeight) {
+      return DecideGeneral(bounded, key, load, scratch);
+    }
     detail::Leader lead;
     if (!LeadInto(key, scratch, lead)) {
       return PickError::kScratchCapacityExceeded;
@@ -85,11 +89,11 @@ class PreparedCandidates final {
   Result<Routed> Route(const BoundedLoadRendezvous& bounded,
                        std::string_view key, LoadFn&& load,
                        DecisionScratch& scratch) const {
-    if (second_weight_ != 0) {
+    if (path_ == Path::kTwoWeights) {
       return RouteTwoWeights(bounded, key, load, scratch);
     }
     Result<Decision> d = PickError::kEmpty;
-    if (weight_ == 0) {
+    if (path_ == Path::kGeneral) {
       d = DecideGeneral(bounded, key, load, scratch);
     } else {
       detail::Leader lead;
@@ -144,25 +148,27 @@ class PreparedCandidates final {
       return PickError::kLoadOverflow;
     }
     if (!detail::Decisive(lead)) return HandOver(bounded, key, scratch);
-    // One weight, one bound. Capacity saturates at 2^64 - 1, above every
-    // load here (each is at most L < 2^64 - 1), so load < capacity is the
-    // exact room test.
-    const uint64_t capacity = BoundedLoadRendezvous::Capacity(
+    // One weight, one bound. Every load here is at most L < 2^64 - 1, so
+    // with the bound clamped to 2^64 - 1, load < bound is the exact room
+    // test in 64 bits.
+    const UInt128 capacity = BoundedLoadRendezvous::Capacity(
         bounded.factor_percent(), sampled.total_load, weight_, total_weight_);
+    const uint64_t bound =
+        capacity > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(capacity);
     const uint64_t* const loads = scratch.loads_.data();
     const uint64_t* const z = scratch.hashes_.data();
     const uint64_t threshold = sampled.threshold;
     const size_t owner = lead.index;
     size_t selection = owner;
-    if (loads[owner] >= capacity) {
+    if (loads[owner] >= bound) {
       detail::Leader room = detail::Leader::Empty();
       for (size_t s = 0; s < sampled.listed; ++s) {
         const size_t i = scratch.survivors_[s];
-        room.Offer(z[i], i, loads[i] < capacity);
+        room.Offer(z[i], i, loads[i] < bound);
       }
       if (threshold != 0 && room.index == detail::kNone) {
         for (const uint32_t i : eligible_) {
-          room.Offer(z[i], i, loads[i] < capacity);
+          room.Offer(z[i], i, loads[i] < bound);
         }
       } else if (threshold != 0) {
         detail::BoundUnlisted(room, threshold);
@@ -309,7 +315,7 @@ class PreparedCandidates final {
   [[gnu::noinline]] Result<Decision> DecideGeneral(
       const BoundedLoadRendezvous& bounded, std::string_view key, LoadFn& load,
       DecisionScratch& scratch) const {
-    if (second_weight_ == 0) {
+    if (path_ == Path::kGeneral) {
       return bounded.Decide(key, candidates_, *table_, load, scratch);
     }
     if (!scratch.Fit(candidates_.size())) {
@@ -342,14 +348,16 @@ class PreparedCandidates final {
 
   std::vector<Candidate> candidates_;
   std::shared_ptr<const IdentityTable> table_;
+  Path path_ = Path::kGeneral;
   // The short paths' data, set only when the eligible candidates have one or
-  // two weights, their sum fits in 32 bits and the table matches.
+  // two weights, there are fewer than 2^32 candidates (so the weights' sum
+  // fits in 64 bits) and the table matches.
   std::vector<uint32_t> eligible_;  // ascending, as the contract visits them
   // One weight, some candidates ineligible: bit i % 8 of byte i / 8 is
   // candidate i's eligibility (for the vector kernel); empty otherwise.
   std::vector<uint8_t> eligible_bits_;
   uint32_t weight_ = 0;  // the one weight; 0: not one weight
-  uint32_t total_weight_ = 0;
+  uint64_t total_weight_ = 0;
   // SurvivorThreshold(eligible_.size(), kSurvivorQuota), once per list:
   // a division saved on every busy owner's decision.
   uint64_t survivor_threshold_ = 0;

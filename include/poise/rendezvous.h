@@ -56,7 +56,7 @@ inline void HashRange(uint64_t key_state, const Candidate* c,
 enum class PickError : uint8_t {
   kEmpty,                 // no candidates at all
   kNoEligibleCandidates,  // candidates, but none eligible
-  kWeightOverflow,        // eligible weights sum past UINT32_MAX
+  kWeightOverflow,        // eligible weights sum past UINT64_MAX
   kLoadOverflow,  // sampled loads (plus the new request) past UINT64_MAX
   kScratchCapacityExceeded,  // the sample buffer could not grow
   kTableMismatch,  // the IdentityTable has a different number of identities
@@ -123,6 +123,12 @@ class WeightedRendezvous final {
       std::string_view key, const std::vector<Candidate>& candidates);
 };
 
+// An exact unsigned 128-bit integer: the type of a capacity, which is
+// ceil(f (L + 1) w / (100 W)) with f < 2^32, L + 1 < 2^64 and w < 2^32, so
+// the numerator and the quotient always fit (as in poise-core, which reports
+// capacities as u128). __extension__ keeps -Wpedantic builds quiet.
+__extension__ using UInt128 = unsigned __int128;
+
 // The outcome of one bounded-load decision. Indices refer to the candidate
 // list.
 struct Decision {
@@ -130,7 +136,7 @@ struct Decision {
   size_t selection;        // the first candidate in the owner's order with room
   bool spilled;            // selection != affinity
   uint64_t selected_load;  // the selection's sampled load
-  uint64_t selected_capacity;  // its bound (saturated at UINT64_MAX)
+  UInt128 selected_capacity;  // its bound, exact
 };
 
 // Per-thread working memory of Decide: the sampled loads, the candidates'
@@ -211,11 +217,10 @@ class BoundedLoadRendezvous final {
 
   uint32_t factor_percent() const { return factor_percent_; }
 
-  // ceil(factor * (total_load + 1) * weight / (100 * total_weight)), exact,
-  // saturated at UINT64_MAX. Requires total_load < UINT64_MAX and
-  // 0 < weight <= total_weight.
-  static uint64_t Capacity(uint32_t factor_percent, uint64_t total_load,
-                           uint32_t weight, uint32_t total_weight);
+  // ceil(factor * (total_load + 1) * weight / (100 * total_weight)), exact.
+  // Requires total_load < UINT64_MAX and 0 < weight <= total_weight.
+  static UInt128 Capacity(uint32_t factor_percent, uint64_t total_load,
+                          uint32_t weight, uint64_t total_weight);
 
   // Samples `load(i)` (any callable size_t -> uint64_t) exactly once for every
   // eligible candidate, then selects the first candidate in the key's
@@ -266,7 +271,13 @@ class BoundedLoadRendezvous final {
                               DecisionScratch& scratch) const {
     const size_t n = candidates.size();
     if (n == 0) return PickError::kEmpty;
-    if (!scratch.Fit(n)) return PickError::kScratchCapacityExceeded;
+    if (!scratch.Fit(n)) {  // poise-core asks for eligibility first
+      const bool any_eligible =
+          std::any_of(candidates.begin(), candidates.end(),
+                      [](const Candidate& c) { return c.IsEligible(); });
+      return any_eligible ? PickError::kScratchCapacityExceeded
+                          : PickError::kNoEligibleCandidates;
+    }
     const KeyHash hash(key);
     detail::PassState pass;
     detail::RunPass<true>(

@@ -32,16 +32,17 @@ PreparedCandidates::PreparedCandidates(
     has_second_[i] = c.weight == weights[1] ? 1 : 0;
     total_weight += c.weight;
   }
-  if (eligible_.empty() || total_weight > UINT32_MAX) {
-    eligible_.clear();  // the general path reports these cases
+  if (eligible_.empty()) {
+    eligible_.clear();  // the general path reports this case
     has_second_.clear();
     return;
   }
   survivor_threshold_ =
       detail::SurvivorThreshold(eligible_.size(), detail::kSurvivorQuota);
   if (weights[1] == 0) {
+    path_ = Path::kOneWeight;
     weight_ = weights[0];
-    total_weight_ = static_cast<uint32_t>(total_weight);
+    total_weight_ = total_weight;
     has_second_.clear();
     if (eligible_.size() != n) {
       eligible_bits_.assign((n + 7) / 8, 0);
@@ -50,6 +51,7 @@ PreparedCandidates::PreparedCandidates(
       }
     }
   } else {
+    path_ = Path::kTwoWeights;
     first_weight_ = weights[0];
     second_weight_ = weights[1];
   }
@@ -74,10 +76,10 @@ detail::Leader PreparedCandidates::Lead(uint64_t key_state, uint64_t* z) const {
 }
 
 Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
-  if (weight_ != 0) {
+  if (path_ == Path::kOneWeight) {
     const detail::Leader lead = Lead(KeyHash(key).state(), nullptr);
     if (detail::Decisive(lead)) return lead.index;
-  } else if (second_weight_ != 0) {
+  } else if (path_ == Path::kTwoWeights) {
     return PickTwoWeights(key);
   }
   return WeightedRendezvous::Pick(key, candidates_, *table_);
@@ -150,24 +152,23 @@ Result<Decision> PreparedCandidates::SettleTwoWeights(
   const uint32_t weights[2] = {first_weight_, second_weight_};
   const uint64_t* const loads = scratch.loads_.data();
   const uint64_t* const z = scratch.hashes_.data();
-  // The eligible weights' sum fits in 32 bits (the constructor checked).
-  const auto total_weight = static_cast<uint32_t>(pass.total_weight);
+  // The eligible weights' sum: below 2^32 candidates (the constructor
+  // checked) it cannot wrap.
+  const uint64_t total_weight = pass.total_weight;
   const uint32_t factor = bounded.factor_percent();
   // load < Capacity(w), without the division (as the general finish does).
   const auto room_test = [&](uint32_t w) {
-    using u128 = unsigned __int128;
-    return internal::RoomTest{u128{factor} * (u128{pass.total_load} + 1) * w,
-                              uint64_t{100} * total_weight};
+    return internal::RoomTestFor(factor, pass.total_load, w, total_weight);
   };
   const internal::RoomTest room[2] = {room_test(weights[0]),
                                       room_test(weights[1])};
   // The owner's decision with `selection` of weight w; its bound only when
   // asked for (it takes a division, and Route reports no bound).
   const auto decision = [&](size_t selection, uint32_t w) {
-    const uint64_t capacity =
-        with_capacity ? BoundedLoadRendezvous::Capacity(factor, pass.total_load,
-                                                        w, total_weight)
-                      : 0;
+    const UInt128 capacity = with_capacity
+                                 ? BoundedLoadRendezvous::Capacity(
+                                       factor, pass.total_load, w, total_weight)
+                                 : 0;
     return Decision{owner, selection, selection != owner, loads[selection],
                     capacity};
   };

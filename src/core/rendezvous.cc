@@ -14,7 +14,7 @@ const char* ToString(PickError error) {
     case PickError::kNoEligibleCandidates:
       return "no eligible candidates";
     case PickError::kWeightOverflow:
-      return "eligible weights sum past 2^32-1";
+      return "eligible weights sum past 2^64-1";
     case PickError::kLoadOverflow:
       return "sampled loads sum past 2^64-1";
     case PickError::kScratchCapacityExceeded:
@@ -48,7 +48,7 @@ struct Field {
   const uint64_t* loads = nullptr;
   uint32_t factor = 0;
   uint64_t total_load = 0;
-  uint32_t total_weight = 0;
+  uint64_t total_weight = 0;
   const Candidate* data = candidates.data();
 
   size_t size() const { return candidates.size(); }
@@ -62,15 +62,11 @@ struct Field {
                             : key.Mixed(candidates[i].identity);
   }
   uint64_t load(size_t i) const { return loads[i]; }
-  uint64_t capacity(uint32_t w) const {
+  UInt128 capacity(uint32_t w) const {
     return BoundedLoadRendezvous::Capacity(factor, total_load, w, total_weight);
   }
-  // Capacity's ceiling as a fraction (f < 2^32, L + 1 <= 2^64 - 1 and
-  // w < 2^32: the numerator fits in 128 bits).
   internal::RoomTest room_test(uint32_t w) const {
-    using u128 = unsigned __int128;
-    return {u128{factor} * (u128{total_load} + 1) * w,
-            uint64_t{100} * total_weight};
+    return internal::RoomTestFor(factor, total_load, w, total_weight);
   }
 };
 
@@ -131,29 +127,26 @@ Result<std::vector<Rank>> WeightedRendezvous::Ranking(
   return ranks;
 }
 
-uint64_t BoundedLoadRendezvous::Capacity(uint32_t factor_percent,
-                                         uint64_t total_load, uint32_t weight,
-                                         uint32_t total_weight) {
-  // f < 2^32, L + 1 <= 2^64 - 1 and w < 2^32: the product fits in 128 bits.
-  // Usually everything fits in 64 bits, where the division is several times
-  // cheaper than the 128-bit library call; integer division is exact either
-  // way, so both branches give the same ceiling.
+UInt128 BoundedLoadRendezvous::Capacity(uint32_t factor_percent,
+                                        uint64_t total_load, uint32_t weight,
+                                        uint64_t total_weight) {
+  // f < 2^32, L + 1 <= 2^64 - 1 and w < 2^32: the product fits in 128 bits,
+  // and so does 100 W. Usually everything fits in 64 bits, where the
+  // division is several times cheaper than the 128-bit library call;
+  // integer division is exact either way, so both branches give the same
+  // ceiling.
   uint64_t numerator64;
-  if (total_load < UINT32_MAX &&
+  if (total_load < UINT32_MAX && total_weight <= UINT64_MAX / 100 &&
       !__builtin_mul_overflow(uint64_t{factor_percent} * (total_load + 1),
                               uint64_t{weight}, &numerator64)) {
     const uint64_t denominator64 = uint64_t{100} * total_weight;
     return numerator64 / denominator64 +
            (numerator64 % denominator64 != 0 ? 1 : 0);
   }
-  using u128 = unsigned __int128;
-  const u128 numerator =
-      u128{factor_percent} * (u128{total_load} + 1) * u128{weight};
-  const u128 denominator = u128{100} * total_weight;
-  const u128 capacity =
-      numerator / denominator + (numerator % denominator != 0 ? 1 : 0);
-  return capacity > u128{UINT64_MAX} ? UINT64_MAX
-                                     : static_cast<uint64_t>(capacity);
+  const UInt128 numerator =
+      UInt128{factor_percent} * (UInt128{total_load} + 1) * UInt128{weight};
+  const UInt128 denominator = UInt128{100} * total_weight;
+  return numerator / denominator + (numerator % denominator != 0 ? 1 : 0);
 }
 
 Result<Decision> BoundedLoadRendezvous::FinishDecision(
@@ -161,9 +154,9 @@ Result<Decision> BoundedLoadRendezvous::FinishDecision(
     const IdentityTable* table, DecisionScratch& scratch,
     detail::PassState& pass) const {
   if (pass.total_weight == 0) return PickError::kNoEligibleCandidates;
-  if (pass.total_weight > UINT32_MAX) return PickError::kWeightOverflow;
-  if (pass.load_overflow || pass.total_load == UINT64_MAX) {
-    return PickError::kLoadOverflow;
+  if (const auto error =
+          internal::SumsError(candidates, scratch.loads_.data(), pass)) {
+    return *error;
   }
   const std::vector<uint64_t>& loads = scratch.loads_;
   const internal::RoomBuffers buffers{scratch.Kept(),
@@ -173,7 +166,7 @@ Result<Decision> BoundedLoadRendezvous::FinishDecision(
   // guarantees that one has room.
   const internal::Outcome out = internal::Finish<true>(
       Field{hash, candidates, table, loads.data(), factor_percent_,
-            pass.total_load, static_cast<uint32_t>(pass.total_weight)},
+            pass.total_load, pass.total_weight},
       pass, &buffers, internal::kScoreMargin);
   if (!out.found_room) return PickError::kNoEligibleCandidates;  // unreachable
   const size_t selection = out.selection.index;

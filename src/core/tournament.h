@@ -30,6 +30,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "poise/detail/pass.h"
 #include "poise/hash.h"
@@ -136,7 +138,7 @@ struct Outcome {
   Choice affinity;     // the best eligible candidate (if found)
   bool found_room = false;
   Choice selection;  // the best eligible candidate with room (if found_room)
-  uint64_t selection_capacity = 0;  // its capacity (kBounded)
+  UInt128 selection_capacity = 0;  // its capacity (kBounded)
   size_t exact_scores = 0;  // contract logarithms computed (tests, benches)
   size_t near_ties = 0;     // contests the approximation could not settle
   size_t room_scans = 0;    // deeper survivor levels listed (kBounded)
@@ -236,15 +238,57 @@ inline bool Improve(bool& have, Rank& best, const Rank& rank) {
 
 // Whether a load is below a bound ceil(num / den) (den > 0), without the
 // division: for an integer load, load < ceil(num / den) <=> load * den < num.
-// Capacity's num and den fit in 128 bits, so this is exact.
+// num < 2^128 and den < 2^64, so load * den < 2^128: exact.
 struct RoomTest {
-  unsigned __int128 num;
+  UInt128 num;
   uint64_t den;
 
-  bool operator()(uint64_t load) const {
-    return static_cast<unsigned __int128>(load) * den < num;
-  }
+  bool operator()(uint64_t load) const { return UInt128{load} * den < num; }
 };
+
+// load < Capacity(factor, total_load, weight, total_weight) as a RoomTest.
+// When 100 W does not fit in 64 bits (W > 1.8e17: tens of millions of heavy
+// candidates), load * 100 W could pass 2^128; the test then compares with
+// the capacity itself, load < c being load * 1 < c.
+inline RoomTest RoomTestFor(uint32_t factor, uint64_t total_load,
+                            uint32_t weight, uint64_t total_weight) {
+  if (total_weight > UINT64_MAX / 100) {
+    return {BoundedLoadRendezvous::Capacity(factor, total_load, weight,
+                                            total_weight),
+            1};
+  }
+  return {UInt128{factor} * (UInt128{total_load} + 1) * weight,
+          uint64_t{100} * total_weight};
+}
+
+// poise-core's checks of the sums after a bounded pass that made them
+// (`loads` as it sampled them): for each eligible candidate in index order
+// its load is added to L (kLoadOverflow on a wrap), then its weight to W
+// (kWeightOverflow); then L + 1 must not wrap (kLoadOverflow). Below 2^32
+// candidates W < 2^32 (2^32 - 1) < 2^64 cannot wrap, so the pass's flag
+// answers; beyond, which sum wraps first decides, so they are redone in
+// order.
+inline std::optional<PickError> SumsError(
+    const std::vector<Candidate>& candidates, const uint64_t* loads,
+    const detail::PassState& pass) {
+  if (candidates.size() > UINT32_MAX) {
+    uint64_t total_load = 0, total_weight = 0;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!candidates[i].IsEligible()) continue;
+      if (__builtin_add_overflow(total_load, loads[i], &total_load)) {
+        return PickError::kLoadOverflow;
+      }
+      if (__builtin_add_overflow(total_weight, uint64_t{candidates[i].weight},
+                                 &total_weight)) {
+        return PickError::kWeightOverflow;
+      }
+    }
+  } else if (pass.load_overflow) {
+    return PickError::kLoadOverflow;
+  }
+  if (pass.total_load == UINT64_MAX) return PickError::kLoadOverflow;
+  return std::nullopt;
+}
 
 // What the bounded tournament keeps for the room search after its pass
 // (each holds field.size() entries; DecisionScratch owns them).

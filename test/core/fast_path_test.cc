@@ -11,11 +11,11 @@
 #include <random>
 #include <string>
 
-#include "src/core/candidate_hash.h"
-#include "src/core/tournament.h"
 #include "poise/hash.h"
 #include "poise/rendezvous.h"
-#include "reference.h"
+#include "src/core/candidate_hash.h"
+#include "src/core/contract.h"
+#include "src/core/tournament.h"
 #include "test_util.h"
 
 namespace poise {
@@ -102,7 +102,7 @@ struct SyntheticField {
   std::vector<uint32_t> weights;
   std::vector<bool> ok;
   std::vector<uint64_t> loads;
-  std::vector<uint64_t> caps;  // by weight, via capacity()
+  std::vector<UInt128> caps;  // by weight, via capacity()
 
   size_t size() const { return z.size(); }
   bool eligible(size_t i) const { return ok[i]; }
@@ -112,7 +112,7 @@ struct SyntheticField {
   }
   uint64_t Z(size_t i) const { return z[i]; }
   uint64_t load(size_t i) const { return loads[i]; }
-  uint64_t capacity(uint32_t w) const { return caps[w]; }
+  UInt128 capacity(uint32_t w) const { return caps[w]; }
   internal::RoomTest room_test(uint32_t w) const { return {caps[w], 1}; }
 };
 
@@ -130,8 +130,8 @@ internal::Outcome RunBounded(const SyntheticField& f, size_t quota = 8,
 
 // The contract's order by brute force with the oracle's logarithm.
 bool RefPrecedes(const SyntheticField& f, size_t a, size_t b) {
-  const double sa = -reference::LnU(f.z[a]) / f.weights[a];
-  const double sb = -reference::LnU(f.z[b]) / f.weights[b];
+  const double sa = -contract::LnU(f.z[a]) / f.weights[a];
+  const double sb = -contract::LnU(f.z[b]) / f.weights[b];
   if (sa != sb) return sa < sb;
   if (f.z[a] != f.z[b]) return f.z[a] > f.z[b];
   if (f.weights[a] != f.weights[b]) return f.weights[a] > f.weights[b];
@@ -279,7 +279,7 @@ TEST(FastPath, UnresolvedWeightNearATieIsSearchedNotDropped) {
     if (RefPrecedes(f, b, a)) break;
   }
   ASSERT_GE(f.z[a], threshold);
-  const double gap = -reference::LnU(f.z[a]) - -reference::LnU(f.z[b]) / 2;
+  const double gap = -contract::LnU(f.z[a]) - -contract::LnU(f.z[b]) / 2;
   ASSERT_LT(gap, 4 * internal::kScoreMargin);  // inside the margin
   const auto out = RunBounded(f);
   EXPECT_EQ(out.affinity.index, owner);
@@ -454,8 +454,8 @@ TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
     for (size_t i = 0; i < n; ++i) {
       for (size_t j = i + 1; j < n; ++j) {
         exact_ties += f.weights[i] != f.weights[j] &&
-                      -reference::LnU(f.z[i]) / f.weights[i] ==
-                          -reference::LnU(f.z[j]) / f.weights[j];
+                      -contract::LnU(f.z[i]) / f.weights[i] ==
+                          -contract::LnU(f.z[j]) / f.weights[j];
       }
     }
     const auto out = RunBounded(f);
@@ -504,7 +504,7 @@ std::string Identity(std::mt19937_64& rng, size_t pool) {
 // the tournament with the margin widened to 1e-6 (sound: any margin above
 // the error bound is), which forces the exact fallback on real hashes.
 TEST(FastPath, RealKeyNearTiesMatchReference) {
-  std::vector<reference::Backend> b;
+  std::vector<contract::Backend> b;
   b.reserve(10);
   for (int i = 0; i < 10; ++i) {
     b.push_back({"10.0.0." + std::to_string(i + 1) + ":8080",
@@ -529,16 +529,17 @@ TEST(FastPath, RealKeyNearTiesMatchReference) {
   DecisionScratch scratch;
   size_t near_ties = 0;
   for (const std::string& key : found) {
-    const auto order = reference::Order(key, b);
+    const auto order = contract::Order(key, b);
     ASSERT_EQ(WeightedRendezvous::Pick(key, view).value(), order.front().index);
     for (uint32_t factor : {100u, 105u, 150u}) {
-      const auto expected = reference::Decide(key, b, factor);
+      const auto expected = contract::Decide(key, b, factor);
       const auto got = BoundedLoadRendezvous::Create(factor)->Decide(
           key, view, [&](size_t i) { return b[i].load; }, scratch);
-      ASSERT_TRUE(got.ok() && expected.has_value());
-      ASSERT_EQ(got.value().affinity, expected->affinity);
-      ASSERT_EQ(got.value().selection, expected->selection);
-      ASSERT_EQ(got.value().selected_capacity, expected->capacity);
+      ASSERT_TRUE(got.ok() && expected.ok());
+      ASSERT_EQ(got.value().affinity, expected.value().affinity);
+      ASSERT_EQ(got.value().selection, expected.value().selection);
+      ASSERT_EQ(got.value().selected_capacity,
+                expected.value().selected_capacity);
 
       SyntheticField f;
       const KeyHash hash(key);
@@ -556,9 +557,9 @@ TEST(FastPath, RealKeyNearTiesMatchReference) {
       }
       const auto wide = RunBounded(f, 16, kWide);
       near_ties += wide.near_ties;
-      ASSERT_EQ(wide.affinity.index, expected->affinity);
-      ASSERT_EQ(wide.selection.index, expected->selection);
-      ASSERT_EQ(wide.selection_capacity, expected->capacity);
+      ASSERT_EQ(wide.affinity.index, expected.value().affinity);
+      ASSERT_EQ(wide.selection.index, expected.value().selection);
+      ASSERT_EQ(wide.selection_capacity, expected.value().selected_capacity);
     }
   }
   EXPECT_GT(near_ties, 0u);
@@ -571,7 +572,7 @@ TEST(FastPath, WideMarginTournamentMatchesReference) {
   size_t near_ties = 0;
   for (int list = 0; list < 20000; ++list) {
     const size_t n = 1 + rng() % 16;
-    std::vector<reference::Backend> b;
+    std::vector<contract::Backend> b;
     for (size_t i = 0; i < n; ++i) {
       b.push_back({Identity(rng, n + 2), 1 + static_cast<uint32_t>(rng() % 4),
                    rng() % 5, rng() % 8 != 0});
@@ -579,9 +580,9 @@ TEST(FastPath, WideMarginTournamentMatchesReference) {
     std::string key(rng() % 24, '\0');
     for (char& c : key) c = static_cast<char>(rng());
     const uint32_t factor = 100 + static_cast<uint32_t>(rng() % 100);
-    const auto expected = reference::Decide(key, b, factor);
+    const auto expected = contract::Decide(key, b, factor);
     uint64_t total = 0;
-    uint32_t total_weight = 0;
+    uint64_t total_weight = 0;
     for (const auto& x : b) {
       if (!x.eligible) continue;
       total += x.load;
@@ -602,18 +603,19 @@ TEST(FastPath, WideMarginTournamentMatchesReference) {
     }
     const auto out = RunBounded(f, 16, 0.5);
     near_ties += out.near_ties;
-    ASSERT_EQ(out.found, expected.has_value());
+    ASSERT_EQ(out.found, expected.ok());
     if (!out.found) continue;
-    ASSERT_EQ(out.affinity.index, expected->affinity) << list;
-    ASSERT_EQ(out.selection.index, expected->selection) << list;
-    ASSERT_EQ(out.selection_capacity, expected->capacity) << list;
+    ASSERT_EQ(out.affinity.index, expected.value().affinity) << list;
+    ASSERT_EQ(out.selection.index, expected.value().selection) << list;
+    ASSERT_EQ(out.selection_capacity, expected.value().selected_capacity)
+        << list;
   }
   std::printf("contests settled exactly with margin 0.5: %zu\n", near_ties);
   EXPECT_GT(near_ties, 5000u);
 }
 
 // Real keys and identities: Pick and Decide, hashing the identities and
-// through an IdentityTable, against reference::Order and reference::Decide.
+// through an IdentityTable, against contract::Order and contract::Decide.
 // Each candidate list serves several keys.
 void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
   std::mt19937_64 rng(seed);
@@ -621,7 +623,7 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
   for (int list = 0; list < lists; ++list) {
     const size_t n = 1 + rng() % max_n;
     const uint32_t distinct = 1 + static_cast<uint32_t>(rng() % 11);
-    std::vector<reference::Backend> b;
+    std::vector<contract::Backend> b;
     for (size_t i = 0; i < n; ++i) {
       b.push_back({Identity(rng, n + n / 4 + 1),  // some duplicates
                    1 + static_cast<uint32_t>(rng() % distinct) * 3, rng() % 6,
@@ -632,7 +634,7 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
     for (int k = 0; k < keys_each; ++k) {
       std::string key(rng() % 40, '\0');
       for (char& c : key) c = static_cast<char>(rng());
-      const auto order = reference::Order(key, b);
+      const auto order = contract::Order(key, b);
       const auto pick = WeightedRendezvous::Pick(key, view);
       const auto table_pick = WeightedRendezvous::Pick(key, view, table);
       ASSERT_EQ(pick.ok(), !order.empty());
@@ -642,19 +644,21 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
       ASSERT_EQ(table_pick.value(), order.front().index) << list << "/" << k;
 
       const uint32_t factor = 100 + static_cast<uint32_t>(rng() % 150);
-      const auto expected = reference::Decide(key, b, factor);
-      ASSERT_TRUE(expected.has_value());
+      const auto expected = contract::Decide(key, b, factor);
+      ASSERT_TRUE(expected.ok());
       const auto policy = *BoundedLoadRendezvous::Create(factor);
       const auto load = [&](size_t i) { return b[i].load; };
       for (const auto& got : {policy.Decide(key, view, load, scratch),
                               policy.Decide(key, view, table, load, scratch)}) {
         ASSERT_TRUE(got.ok());
-        ASSERT_EQ(got.value().affinity, expected->affinity);
-        ASSERT_EQ(got.value().selection, expected->selection);
-        ASSERT_EQ(got.value().selected_capacity, expected->capacity);
-        ASSERT_EQ(got.value().selected_load, b[expected->selection].load);
+        ASSERT_EQ(got.value().affinity, expected.value().affinity);
+        ASSERT_EQ(got.value().selection, expected.value().selection);
+        ASSERT_EQ(got.value().selected_capacity,
+                  expected.value().selected_capacity);
+        ASSERT_EQ(got.value().selected_load,
+                  b[expected.value().selection].load);
         ASSERT_EQ(got.value().spilled,
-                  expected->affinity != expected->selection);
+                  expected.value().affinity != expected.value().selection);
       }
     }
   }
@@ -677,26 +681,53 @@ TEST_P(ByKernel, LargeListsMatchReference) {
   CheckRandomLists(23, 60, 1000, 4);
 }
 
-// Capacity's 64-bit shortcut against the 128-bit formula, around the edge
-// where it hands over.
+// Capacity's 64-bit shortcut against the contract's 128-bit formula,
+// around the edges where it hands over: L + 1 near 2^32, and W near
+// 2^64 / 100 (where 100 W stops fitting in 64 bits) and past 2^32.
 TEST(FastPath, CapacityShortcutEqualsWideFormula) {
   std::mt19937_64 rng(31);
+  size_t past_64_bits = 0, fallbacks = 0;
   for (int i = 0; i < 1000000; ++i) {
     const auto f =
         static_cast<uint32_t>(100 + rng() % (i % 2 ? 200 : 1u << 31));
-    const uint64_t load =
-        (uint64_t{UINT32_MAX} - 2 + rng() % 5) * (i % 3 == 0 ? 1 : rng() % 3);
-    const auto total_weight = static_cast<uint32_t>(1 + rng() % UINT32_MAX);
-    const auto weight = static_cast<uint32_t>(1 + rng() % total_weight);
-    using u128 = unsigned __int128;
-    const u128 num = u128{f} * (u128{load} + 1) * weight;
-    const u128 den = u128{100} * total_weight;
-    const u128 wide = (num + den - 1) / den;
-    const uint64_t expected =
-        wide > u128{UINT64_MAX} ? UINT64_MAX : static_cast<uint64_t>(wide);
-    ASSERT_EQ(BoundedLoadRendezvous::Capacity(f, load, weight, total_weight),
-              expected);
+    const uint64_t load = i % 5 == 4 ? UINT64_MAX - 1 - rng() % 1000
+                                     : (uint64_t{UINT32_MAX} - 2 + rng() % 5) *
+                                           (i % 3 == 0 ? 1 : rng() % 3);
+    uint64_t total_weight = 0;
+    switch (i % 4) {
+      case 0:
+        total_weight = 1 + rng() % UINT32_MAX;
+        break;
+      case 1:
+        total_weight = UINT64_MAX / 100 - 2 + rng() % 5;
+        break;
+      case 2:
+        total_weight = 1 + (rng() >> (rng() % 64));
+        break;
+      default:
+        total_weight = uint64_t{UINT32_MAX} + rng() % 1000;
+        break;
+    }
+    const auto weight = static_cast<uint32_t>(
+        1 + rng() % std::min<uint64_t>(total_weight, UINT32_MAX));
+    const UInt128 expected = contract::Capacity(f, load, weight, total_weight);
+    past_64_bits += expected > UINT64_MAX;
+    ASSERT_TRUE(BoundedLoadRendezvous::Capacity(f, load, weight,
+                                                total_weight) == expected);
+    // The room test without the division, on loads around the bound (and
+    // with 100 W past 2^64 - 1 in case 1, its fallback to the division).
+    const internal::RoomTest room =
+        internal::RoomTestFor(f, load, weight, total_weight);
+    const uint64_t near = expected > UINT64_MAX
+                              ? UINT64_MAX - rng() % 3
+                              : static_cast<uint64_t>(expected) - 1;
+    for (const uint64_t probe : {near, near + 1, near + 2, uint64_t{0}}) {
+      ASSERT_EQ(room(probe), UInt128{probe} < expected) << i;
+    }
+    fallbacks += room.den == 1;
   }
+  EXPECT_GT(past_64_bits, 1000u);
+  EXPECT_GT(fallbacks, 50000u);
 }
 
 // Equal weights everywhere: the pick is plain argmax z.
@@ -711,7 +742,8 @@ TEST_P(ByKernel, EqualWeightsAreArgmaxZOnManyKeys) {
     const std::string key = "key-" + std::to_string(k);
     size_t best = 0;
     for (size_t i = 1; i < ids.size(); ++i) {
-      if (reference::Z(key, ids[i]) > reference::Z(key, ids[best])) best = i;
+      if (contract::HashOf(key, ids[i]) > contract::HashOf(key, ids[best]))
+        best = i;
     }
     ASSERT_EQ(WeightedRendezvous::Pick(key, c).value(), best);
   }

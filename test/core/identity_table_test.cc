@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "src/core/candidate_hash.h"
 #include "poise/detail/pass.h"
 #include "poise/hash.h"
 #include "poise/rendezvous.h"
+#include "src/core/candidate_hash.h"
 
 namespace poise {
 namespace {
