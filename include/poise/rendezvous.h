@@ -19,9 +19,9 @@
 #include <variant>
 #include <vector>
 
-#include "poise/detail/pass.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
+#include "poise/internal/pass.h"
 
 namespace poise {
 
@@ -33,25 +33,6 @@ struct Candidate {
 
   bool IsEligible() const { return eligible && weight != 0; }
 };
-
-namespace detail {
-// z = KeyHash::Mixed(c[i].identity) for every eligible c[i], i < n, from
-// KeyHash::state() (the core's hashing kernels; other slots unspecified).
-void HashIdentities(uint64_t key_state, const Candidate* c, size_t n,
-                    uint64_t* z);
-
-// z[k] for candidate begin + k, k < end - begin: through `table` when there is
-// one (built from the identities of c), else from the identities.
-inline void HashRange(uint64_t key_state, const Candidate* c,
-                      const IdentityTable* table, size_t begin, size_t end,
-                      uint64_t* z) {
-  if (table != nullptr) {
-    table->MixedRange(key_state, begin, end, z);
-  } else {
-    HashIdentities(key_state, c + begin, end - begin, z);
-  }
-}
-}  // namespace detail
 
 enum class PickError : uint8_t {
   kEmpty,                 // no candidates at all
@@ -170,7 +151,9 @@ class DecisionScratch final {
   friend class BoundedLoadRendezvous;
   friend class PreparedCandidates;
 
-  detail::Kept Kept() { return detail::Kept{hashes_.data(), loads_.data()}; }
+  internal::PassOutputs Outputs() {
+    return internal::PassOutputs{hashes_.data(), loads_.data()};
+  }
 
   // Sizes every buffer for n candidates without throwing; false if they
   // could not grow. Within the capacity already held it never allocates.
@@ -196,11 +179,11 @@ class DecisionScratch final {
   size_t max_candidates_;
   std::vector<uint64_t> loads_;    // the sampled loads, by index
   std::vector<uint64_t> hashes_;   // every candidate's z, by index
-  std::vector<size_t> survivors_;  // see src/core/tournament.h
+  std::vector<size_t> survivors_;  // see src/core/room_search.h
 };
 
 class BoundedLoadRendezvous final {
-  friend class PreparedCandidates;  // FinishDecision after its own pass
+  friend class PreparedCandidates;  // DecideAfterPass after its own pass
 
  public:
   static constexpr uint32_t kDefaultFactorPercent = 150;
@@ -245,54 +228,22 @@ class BoundedLoadRendezvous final {
   }
 
  private:
-  // The candidates as detail::RunPass reads them, with the caller's load
-  // function inlined into the pass.
-  template <typename LoadFn>
-  struct SampledField {
-    uint64_t key_state;
-    const Candidate* candidates;
-    size_t n;
-    const IdentityTable* table;
-    LoadFn& load_fn;
-
-    size_t size() const { return n; }
-    bool eligible(size_t i) const { return candidates[i].IsEligible(); }
-    uint32_t weight(size_t i) const { return candidates[i].weight; }
-    void Hash(size_t begin, size_t end, uint64_t* z) const {
-      detail::HashRange(key_state, candidates, table, begin, end, z);
-    }
-    uint64_t load(size_t i) const { return static_cast<uint64_t>(load_fn(i)); }
-  };
-
+  // Decide, with or without a table: the pass that hashes, groups and
+  // samples (a template, so the caller's load function is inlined into it),
+  // then DecideAfterPass. Defined in poise/internal/bounded_decide.h.
   template <typename LoadFn>
   Result<Decision> DecideWith(std::string_view key,
                               const std::vector<Candidate>& candidates,
                               const IdentityTable* table, LoadFn& load,
-                              DecisionScratch& scratch) const {
-    const size_t n = candidates.size();
-    if (n == 0) return PickError::kEmpty;
-    if (!scratch.Fit(n)) {  // poise-core asks for eligibility first
-      const bool any_eligible =
-          std::any_of(candidates.begin(), candidates.end(),
-                      [](const Candidate& c) { return c.IsEligible(); });
-      return any_eligible ? PickError::kScratchCapacityExceeded
-                          : PickError::kNoEligibleCandidates;
-    }
-    const KeyHash hash(key);
-    detail::PassState pass;
-    detail::RunPass<true>(
-        SampledField<LoadFn>{hash.state(), candidates.data(), n, table, load},
-        scratch.Kept(), pass);
-    return FinishDecision(hash, candidates, table, scratch, pass);
-  }
+                              DecisionScratch& scratch) const;
 
   // The scoring half of Decide, out of line so the floating-point contract
   // is compiled once, with the contract's flags.
-  Result<Decision> FinishDecision(const KeyHash& hash,
-                                  const std::vector<Candidate>& candidates,
-                                  const IdentityTable* table,
-                                  DecisionScratch& scratch,
-                                  detail::PassState& pass) const;
+  Result<Decision> DecideAfterPass(const KeyHash& hash,
+                                   const std::vector<Candidate>& candidates,
+                                   const IdentityTable* table,
+                                   DecisionScratch& scratch,
+                                   internal::PassState& pass) const;
 
   explicit BoundedLoadRendezvous(uint32_t factor_percent)
       : factor_percent_(factor_percent) {}
@@ -301,5 +252,8 @@ class BoundedLoadRendezvous final {
 };
 
 }  // namespace poise
+
+// The templates above, defined apart (not API).
+#include "poise/internal/bounded_decide.h"  // IWYU pragma: export
 
 #endif  // POISE_RENDEZVOUS_H_

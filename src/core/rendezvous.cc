@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "candidate_hash.h"
-#include "tournament.h"
+#include "room_search.h"
 
 namespace poise {
 
@@ -25,12 +25,12 @@ const char* ToString(PickError error) {
   return "unknown pick error";
 }
 
-namespace detail {
+namespace internal {
 void HashIdentities(uint64_t key_state, const Candidate* c, size_t n,
                     uint64_t* z) {
   internal::HashCandidates(key_state, c, n, z);
 }
-}  // namespace detail
+}  // namespace internal
 
 Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index) {
   const uint64_t z = key.Mixed(candidate.identity);
@@ -39,9 +39,9 @@ Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index) {
 
 namespace {
 
-// The candidate list as RunTournament sees it: hashed from the identities or
-// through a table built from them; loads only when bounded.
-struct Field {
+// The candidate list as RunPass and Search see it: hashed from the
+// identities or through a table built from them; loads only when bounded.
+struct CandidateView {
   const KeyHash& key;
   const std::vector<Candidate>& candidates;
   const IdentityTable* table = nullptr;
@@ -55,7 +55,7 @@ struct Field {
   bool eligible(size_t i) const { return data[i].IsEligible(); }
   uint32_t weight(size_t i) const { return data[i].weight; }
   void Hash(size_t begin, size_t end, uint64_t* z) const {
-    detail::HashRange(key.state(), data, table, begin, end, z);
+    internal::HashRange(key.state(), data, table, begin, end, z);
   }
   uint64_t Z(size_t i) const {
     return table != nullptr ? table->Mixed(key.state(), i)
@@ -80,8 +80,8 @@ Result<size_t> PickWith(std::string_view key,
                         const IdentityTable* table) {
   if (candidates.empty()) return PickError::kEmpty;
   const KeyHash hash(key);
-  const internal::Outcome out =
-      internal::RunTournament<false>(Field{hash, candidates, table});
+  const internal::SearchResult out =
+      internal::ScanAndSearch<false>(CandidateView{hash, candidates, table});
   if (!out.found) return PickError::kNoEligibleCandidates;
   return out.affinity.index;
 }
@@ -89,11 +89,12 @@ Result<size_t> PickWith(std::string_view key,
 }  // namespace
 
 namespace internal {
-Result<size_t> FinishPick(const KeyHash& key,
-                          const std::vector<Candidate>& candidates,
-                          const IdentityTable& table, detail::PassState& pass) {
-  const Outcome out = Finish<false>(Field{key, candidates, &table}, pass,
-                                    nullptr, kScoreMargin);
+Result<size_t> PickAfterPass(const KeyHash& key,
+                             const std::vector<Candidate>& candidates,
+                             const IdentityTable& table,
+                             internal::PassState& pass) {
+  const SearchResult out = Search<false>(CandidateView{key, candidates, &table},
+                                         pass, nullptr, kScoreMargin);
   if (!out.found) return PickError::kNoEligibleCandidates;
   return out.affinity.index;
 }
@@ -149,24 +150,24 @@ UInt128 BoundedLoadRendezvous::Capacity(uint32_t factor_percent,
   return numerator / denominator + (numerator % denominator != 0 ? 1 : 0);
 }
 
-Result<Decision> BoundedLoadRendezvous::FinishDecision(
+Result<Decision> BoundedLoadRendezvous::DecideAfterPass(
     const KeyHash& hash, const std::vector<Candidate>& candidates,
     const IdentityTable* table, DecisionScratch& scratch,
-    detail::PassState& pass) const {
+    internal::PassState& pass) const {
   if (pass.total_weight == 0) return PickError::kNoEligibleCandidates;
   if (const auto error =
           internal::SumsError(candidates, scratch.loads_.data(), pass)) {
     return *error;
   }
   const std::vector<uint64_t>& loads = scratch.loads_;
-  const internal::RoomBuffers buffers{scratch.Kept(),
+  const internal::RoomBuffers buffers{scratch.Outputs(),
                                       scratch.survivors_.data()};
   // The affinity owner is the best candidate overall, the selection the best
   // one with room (the first with room in the key's order). A factor >= 100
   // guarantees that one has room.
-  const internal::Outcome out = internal::Finish<true>(
-      Field{hash, candidates, table, loads.data(), factor_percent_,
-            pass.total_load, pass.total_weight},
+  const internal::SearchResult out = internal::Search<true>(
+      CandidateView{hash, candidates, table, loads.data(), factor_percent_,
+                    pass.total_load, pass.total_weight},
       pass, &buffers, internal::kScoreMargin);
   if (!out.found_room) return PickError::kNoEligibleCandidates;  // unreachable
   const size_t selection = out.selection.index;

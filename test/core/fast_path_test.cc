@@ -15,7 +15,7 @@
 #include "poise/rendezvous.h"
 #include "src/core/candidate_hash.h"
 #include "src/core/contract.h"
-#include "src/core/tournament.h"
+#include "src/core/room_search.h"
 #include "test_util.h"
 
 namespace poise {
@@ -97,7 +97,7 @@ TEST(FastPath, SeparatedHashesRankAfterTheLeader) {
 // The tournament on synthetic hashes, to reach what real keys almost never
 // produce: equal z, equal s with different z, s just inside and just outside
 // the separation margin, more weights than the group table, ties in score.
-struct SyntheticField {
+struct SyntheticCandidates {
   std::vector<uint64_t> z;
   std::vector<uint32_t> weights;
   std::vector<bool> ok;
@@ -118,18 +118,18 @@ struct SyntheticField {
 
 // The bounded tournament on `f` with its room buffers; a small `quota` makes
 // most candidates miss the survivor threshold (more full room scans).
-internal::Outcome RunBounded(const SyntheticField& f, size_t quota = 8,
+internal::SearchResult RunBounded(const SyntheticCandidates& f, size_t quota = 8,
                              double margin = internal::kScoreMargin) {
   std::vector<uint64_t> z(f.size());
   std::vector<uint64_t> loads(f.size());
   std::vector<size_t> survivors(f.size());
   const internal::RoomBuffers buffers{
       {z.data(), loads.data()}, survivors.data(), quota};
-  return internal::RunTournament<true>(f, &buffers, margin);
+  return internal::ScanAndSearch<true>(f, &buffers, margin);
 }
 
 // The contract's order by brute force with the oracle's logarithm.
-bool RefPrecedes(const SyntheticField& f, size_t a, size_t b) {
+bool RefPrecedes(const SyntheticCandidates& f, size_t a, size_t b) {
   const double sa = -contract::LnU(f.z[a]) / f.weights[a];
   const double sb = -contract::LnU(f.z[b]) / f.weights[b];
   if (sa != sb) return sa < sb;
@@ -141,7 +141,7 @@ bool RefPrecedes(const SyntheticField& f, size_t a, size_t b) {
 // Both tournaments on `f` against brute force over RefPrecedes: the best
 // candidate, the best with room, and the unbounded tournament's best.
 // Returns the bounded tournament's outcome (callers count fallbacks).
-internal::Outcome ExpectTournamentMatchesBruteForce(const SyntheticField& f,
+internal::SearchResult ExpectTournamentMatchesBruteForce(const SyntheticCandidates& f,
                                                     int trial,
                                                     size_t quota = 8) {
   const auto out = RunBounded(f, quota);
@@ -162,7 +162,7 @@ internal::Outcome ExpectTournamentMatchesBruteForce(const SyntheticField& f,
   if (out.found_room) {
     EXPECT_EQ(out.selection.index, best_room) << trial;
   }
-  const auto unbounded = internal::RunTournament<false>(f);
+  const auto unbounded = internal::ScanAndSearch<false>(f);
   EXPECT_EQ(unbounded.found, out.found) << trial;
   if (out.found) {
     EXPECT_EQ(unbounded.affinity.index, best) << trial;
@@ -174,7 +174,7 @@ TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
   std::mt19937_64 rng(13);
   size_t room_scans = 0;
   for (int trial = 0; trial < 200000; ++trial) {
-    SyntheticField f;
+    SyntheticCandidates f;
     const size_t n = 1 + rng() % (trial % 50 == 0 ? 300 : 24);
     const uint32_t distinct = 1 + static_cast<uint32_t>(rng() % 12);
     const uint64_t base = rng() >> (rng() % 60);
@@ -221,7 +221,7 @@ TEST(FastPath, SurvivorLeaderNearTheThresholdIsReRanked) {
   constexpr size_t kN = 100;
   const uint64_t threshold = internal::SurvivorThreshold(kN, 8);
   ASSERT_GT(threshold, 0u);
-  SyntheticField f;
+  SyntheticCandidates f;
   f.caps = {0, 1};
   for (size_t i = 0; i < kN; ++i) {
     f.z.push_back(i);  // far below the threshold, and no room
@@ -255,7 +255,7 @@ TEST(FastPath, UnresolvedWeightNearATieIsSearchedNotDropped) {
   constexpr size_t kN = 40;
   const uint64_t threshold = internal::SurvivorThreshold(kN, 8);
   ASSERT_GT(threshold, 0u);
-  SyntheticField f;
+  SyntheticCandidates f;
   f.caps = {0, 1, 1};
   for (size_t i = 0; i < kN; ++i) {
     f.z.push_back(i);  // far below the threshold, no room
@@ -287,22 +287,22 @@ TEST(FastPath, UnresolvedWeightNearATieIsSearchedNotDropped) {
   EXPECT_GE(out.room_scans, 1u);
 }
 
-// Leader::Offer stands a refused entry in as z = 0, which never leads; a
+// LargestZ::Offer stands a refused entry in as z = 0, which never leads; a
 // taken z = 0 cannot lead either, so a group whose taken entries all have
 // z = 0 keeps index kNone and must fall back to the exact re-rank. Lists
 // full of z = 0 (and tiny z) with and without room, against brute force;
 // the fallback must actually run.
 TEST(FastPath, ZeroHashesFallBackToTheExactRerank) {
-  internal::Leader l = internal::Leader::Empty();
+  internal::LargestZ l = internal::LargestZ::Empty();
   l.Offer(0, 3, true);
   l.Offer(5, 4, false);
   EXPECT_EQ(l.index, internal::kNone);
   EXPECT_EQ(l.count, 1u);
-  EXPECT_FALSE(internal::Decisive(l));
+  EXPECT_FALSE(internal::ClearOfRunnerUp(l));
   std::mt19937_64 rng(29);
   size_t fallbacks = 0;
   for (int trial = 0; trial < 100000; ++trial) {
-    SyntheticField f;
+    SyntheticCandidates f;
     const size_t n = 1 + rng() % 12;
     f.caps = {0, 1, 1, 1};
     for (size_t i = 0; i < n; ++i) {
@@ -351,7 +351,7 @@ TEST(FastPath, ApproxScoreErrorIsWellInsideTheMargin) {
   EXPECT_LT(worst, internal::kScoreMargin / 10);
 }
 
-// The brackets Contest() tries first (tournament.h): the contract's Score
+// The brackets BestEstimate() tries first (tournament.h): the contract's Score
 // must lie within [lo - E, hi + E] for an E well inside the margin, for
 // every z and weight, and the bounds must be tight where leaders live
 // (small x) and finite down to u = 1/8.
@@ -425,7 +425,7 @@ TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
                      (0.25 + static_cast<double>(rng() % 1000) / 1000.0);
     const auto s_a = static_cast<uint64_t>(std::ldexp(std::exp(u), 53));
     const uint64_t centre = Partner(s_a, pw[0], pw[1]);
-    SyntheticField f;
+    SyntheticCandidates f;
     f.caps.assign(1001, 0);
     auto add = [&](uint64_t s, uint32_t w) {
       f.z.push_back(((s - 1) << 11) | (rng() & 0x7ff));
@@ -474,7 +474,7 @@ TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
       ASSERT_EQ(out.selection.index, best_room) << trial;
       ASSERT_EQ(out.selection_capacity, f.caps[f.weights[best_room]]);
     }
-    ASSERT_EQ(internal::RunTournament<false>(f).affinity.index, best) << trial;
+    ASSERT_EQ(internal::ScanAndSearch<false>(f).affinity.index, best) << trial;
   }
   std::printf("near-ties settled exactly: %zu; exact cross-weight ties: %zu\n",
               near_ties, exact_ties);
@@ -541,7 +541,7 @@ TEST(FastPath, RealKeyNearTiesMatchReference) {
       ASSERT_EQ(got.value().selected_capacity,
                 expected.value().selected_capacity);
 
-      SyntheticField f;
+      SyntheticCandidates f;
       const KeyHash hash(key);
       uint64_t total = 0;
       for (const auto& x : b) total += x.load;
@@ -588,7 +588,7 @@ TEST(FastPath, WideMarginTournamentMatchesReference) {
       total += x.load;
       total_weight += x.weight;
     }
-    SyntheticField f;
+    SyntheticCandidates f;
     const KeyHash hash(key);
     f.caps.assign(5, 0);
     for (uint32_t w = 1; w <= 4 && total_weight != 0; ++w) {
