@@ -2,7 +2,7 @@
 // every candidate, by a portable scalar kernel (four interleaved FNV-1a
 // chains) or, where the CPU has AVX-512 F/DQ/BW/VL, by a vector kernel that
 // hashes eight candidates per 512-bit register. Both are integer arithmetic
-// only, so they agree bit for bit with KeyHash::Mixed (fast_path_test checks
+// only, so they agree bit for bit with KeyHash::Mixed (hash_kernel_test checks
 // both against it). Private to src/core and its tests.
 #ifndef POISE_SRC_CORE_CANDIDATE_HASH_H_
 #define POISE_SRC_CORE_CANDIDATE_HASH_H_

@@ -15,7 +15,7 @@
 //    differ by ln(s_max/s) >= 1 - s/s_max > 2^-30 ~ 9.3e-10. The computed
 //    LnUnit is within eps of ln(s / 2^53), where eps < 3e-14 (series
 //    truncation 2 t^27/(27(1-t^2)) <= 1.2e-14 for t <= 1/3, plus a few
-//    roundings of values below 37; fast_path_test measures max |error| =
+//    roundings of values below 37; score_bounds_test measures max |error| =
 //    1.4e-14 and asserts < 1e-13). As 2 eps << 2^-30, LnUnit(s) <
 //    LnUnit(s_max), so -LnUnit(s)/w >= -LnUnit(s_max)/w (division by the same w
 //    is monotone; a tie after rounding is broken by the larger z = s_max's).
@@ -41,12 +41,12 @@ namespace poise::internal {
 // and asks for S only when A cannot separate two contenders. Error budget
 // for |A - S| (all quantities below are < 64, so one ulp is <= 2^-47):
 //  * libm: |log(s) - ln s| <= 4 ulp(ln s) <= 2^-45. We assume only this
-//    (glibc documents < 1 ulp; fast_path_test measures the whole |A - S|).
+//    (glibc documents < 1 ulp; score_bounds_test measures the whole |A - S|).
 //  * k53 is 53 ln 2 correctly rounded: <= 2^-48 (checked in the test).
 //  * the subtraction rounds by <= 2^-48.
 //    So |fl(k53 - log s) - (-ln(s / 2^53))| <= 2^-45 + 2^-47 < 3.6e-14.
 //  * the contract: |LnUnit(z) - ln(s / 2^53)| < 3e-14 (see above; measured
-//    1.4e-14 by fast_path_test, which asserts < 1e-13; with that looser
+//    1.4e-14 by score_bounds_test, which asserts < 1e-13; with that looser
 //    figure E stays below 1.5e-13, still 6x inside the margin).
 //  * both divisions by the same w >= 1 shrink the difference and add at
 //    most half an ulp each: <= 2 * 2^-48 < 7.2e-15.

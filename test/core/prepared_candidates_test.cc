@@ -1,5 +1,5 @@
 // PreparedCandidates against the general path (itself checked against the
-// reference in the other core tests) and the reference: the one- and
+// contract in the other core tests) and the contract: the one- and
 // two-weight short paths must give the same owner, the same decision and the
 // same errors, and sample each eligible load exactly once, on every input.
 #include "poise/prepared_candidates.h"
@@ -157,7 +157,7 @@ TEST_P(PreparedByKernel, EqualsTheGeneralPathOnRandomLists) {
 
 // The short paths against the contract itself (not only the general path),
 // on one-weight and two-weight lists with unequal loads.
-TEST_P(PreparedByKernel, ShortPathAnswersAreTheReferences) {
+TEST_P(PreparedByKernel, ShortPathAnswersAreTheContracts) {
   std::mt19937_64 rng(7);
   for (int list = 0; list < 200; ++list) {
     const bool two = list % 2 == 1;

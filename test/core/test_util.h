@@ -1,5 +1,5 @@
-// Small helpers shared by the core tests: the reference backends as the
-// core's candidates, reference backends from a list of weights, and a fixture
+// Small helpers shared by the core tests: the contract's backends as the
+// core's candidates, contract backends from a list of weights, and a fixture
 // that runs a test once per hashing kernel.
 #ifndef POISE_TEST_CORE_TEST_UTIL_H_
 #define POISE_TEST_CORE_TEST_UTIL_H_
@@ -17,7 +17,7 @@
 
 namespace poise::test_util {
 
-// The core's view of the reference backends (identity, weight, eligible).
+// The core's view of the contract's backends (identity, weight, eligible).
 inline std::vector<Candidate> View(
     const std::vector<contract::Backend>& backends) {
   std::vector<Candidate> out;

@@ -1,19 +1,22 @@
-// Proves the core's fast path (src/core/tournament.h, the candidate-hashing
-// kernels in src/core/candidate_hash*.cc) equal to the plain contract in
-// reference.h, and checks the numeric facts the per-weight shortcut rests on.
+// The owner and room searches (src/core/owner_search.h, room_search.h)
+// against the contract (src/core/contract.h): on synthetic hashes that reach
+// what real keys almost never produce (equal z, equal s, near-ties across
+// weights, more weights than the group table), on real keys with the
+// certification margin widened until the exact fallback runs, and whole
+// decisions (Pick, Decide, with and without an IdentityTable) on random
+// lists, once per hashing kernel.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
+#include <cstdint>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "poise/hash.h"
+#include "poise/identity_table.h"
 #include "poise/rendezvous.h"
-#include "src/core/candidate_hash.h"
 #include "src/core/contract.h"
 #include "src/core/room_search.h"
 #include "test_util.h"
@@ -25,76 +28,7 @@ using test_util::View;
 
 constexpr uint64_t kTwo53 = uint64_t{1} << 53;
 
-// LnUnit as a function of s = (z >> 11) + 1, 1 <= s <= 2^53.
-double LnOfS(uint64_t s) { return LnUnit((s - 1) << 11); }
-
-// |LnUnit - ln(s / 2^53)| with an 80-bit long double logarithm.
-double ErrorAt(uint64_t s) {
-  const long double exact = std::log(static_cast<long double>(s)) -
-                            53 * std::log(static_cast<long double>(2));
-  return static_cast<double>(
-      std::fabs(static_cast<long double>(LnOfS(s)) - exact));
-}
-
-// The shortcut's lemma needs 2 * max error < 2^-30; the analysis in
-// tournament.h bounds it by 3e-14. Measured here over every binade boundary
-// neighbourhood and millions of random s.
-TEST(FastPath, LnUnitErrorBoundBacksTheSeparationMargin) {
-  double worst = 0;
-  for (int e = 0; e <= 53; ++e) {
-    const uint64_t edge = uint64_t{1} << e;
-    for (uint64_t d = 0; d < 4096; ++d) {
-      if (edge > d) worst = std::max(worst, ErrorAt(edge - d));
-      if (edge + d <= kTwo53) worst = std::max(worst, ErrorAt(edge + d));
-    }
-  }
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < 3000000; ++i) {
-    const uint64_t s = (rng() >> (11 + rng() % 53)) + 1;
-    worst = std::max(worst, ErrorAt(s));
-  }
-  EXPECT_LT(worst, 1e-13);
-  EXPECT_LT(2 * worst, std::ldexp(1.0, -30) / 1000);  // a 1000x margin
-}
-
-// Monotonicity in s, checked on adjacent pairs: exhaustively within 20000 of
-// every binade boundary and on millions of random pairs. The shortcut does
-// not rely on it (it re-ranks near ties exactly), but it documents that the
-// computed logarithm behaves.
-TEST(FastPath, LnUnitIsNonDecreasingOnAdjacentS) {
-  for (int e = 1; e <= 53; ++e) {
-    const uint64_t edge = uint64_t{1} << e;
-    for (uint64_t s = edge > 20000 ? edge - 20000 : 1;
-         s < std::min(edge + 20000, kTwo53); ++s) {
-      ASSERT_LE(LnOfS(s), LnOfS(s + 1)) << s;
-    }
-  }
-  std::mt19937_64 rng(6);
-  for (int i = 0; i < 2000000; ++i) {
-    const uint64_t s = (rng() >> (11 + rng() % 53)) % (kTwo53 - 1) + 1;
-    ASSERT_LE(LnOfS(s), LnOfS(s + 1)) << s;
-  }
-}
-
-// The lemma itself at its edge: the closest separated s never outscores the
-// leader at any weight.
-TEST(FastPath, SeparatedHashesRankAfterTheLeader) {
-  std::mt19937_64 rng(8);
-  for (int i = 0; i < 1000000; ++i) {
-    const uint64_t z_max = rng() >> (rng() % 53);
-    const uint64_t s_max = (z_max >> 11) + 1;
-    const uint64_t gap = (s_max >> 30) + 1 + rng() % 3;
-    if (gap >= s_max) continue;
-    const uint64_t z = ((s_max - gap - 1) << 11) | (rng() & 0x7ff);
-    ASSERT_TRUE(internal::Separated(z_max, z));
-    const uint32_t w = 1 + static_cast<uint32_t>(rng() % 1000);
-    const Rank leader{Score(z_max, w), z_max, w, 1};
-    const Rank other{Score(z, w), z, w, 0};
-    ASSERT_TRUE(leader.Precedes(other)) << z_max << " " << z;
-  }
-}
-
-// The tournament on synthetic hashes, to reach what real keys almost never
+// The searches on synthetic hashes, to reach what real keys almost never
 // produce: equal z, equal s with different z, s just inside and just outside
 // the separation margin, more weights than the group table, ties in score.
 struct SyntheticCandidates {
@@ -116,7 +50,7 @@ struct SyntheticCandidates {
   internal::RoomTest room_test(uint32_t w) const { return {caps[w], 1}; }
 };
 
-// The bounded tournament on `f` with its room buffers; a small `quota` makes
+// Both searches, bounded, on `f` with their room buffers; a small `quota` makes
 // most candidates miss the survivor threshold (more full room scans).
 internal::SearchResult RunBounded(const SyntheticCandidates& f, size_t quota = 8,
                              double margin = internal::kScoreMargin) {
@@ -128,7 +62,7 @@ internal::SearchResult RunBounded(const SyntheticCandidates& f, size_t quota = 8
   return internal::ScanAndSearch<true>(f, &buffers, margin);
 }
 
-// The contract's order by brute force with the oracle's logarithm.
+// The contract's order by brute force with the contract's logarithm.
 bool RefPrecedes(const SyntheticCandidates& f, size_t a, size_t b) {
   const double sa = -contract::LnU(f.z[a]) / f.weights[a];
   const double sb = -contract::LnU(f.z[b]) / f.weights[b];
@@ -138,10 +72,11 @@ bool RefPrecedes(const SyntheticCandidates& f, size_t a, size_t b) {
   return a < b;
 }
 
-// Both tournaments on `f` against brute force over RefPrecedes: the best
-// candidate, the best with room, and the unbounded tournament's best.
-// Returns the bounded tournament's outcome (callers count fallbacks).
-internal::SearchResult ExpectTournamentMatchesBruteForce(const SyntheticCandidates& f,
+// The bounded and the unbounded search on `f` against brute force over
+// RefPrecedes: the best candidate, the best with room, and the unbounded
+// search's best. Returns the bounded search's result (callers count
+// fallbacks).
+internal::SearchResult ExpectSearchMatchesBruteForce(const SyntheticCandidates& f,
                                                     int trial,
                                                     size_t quota = 8) {
   const auto out = RunBounded(f, quota);
@@ -170,7 +105,7 @@ internal::SearchResult ExpectTournamentMatchesBruteForce(const SyntheticCandidat
   return out;
 }
 
-TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
+TEST(Search, MatchesBruteForceOnNearTies) {
   std::mt19937_64 rng(13);
   size_t room_scans = 0;
   for (int trial = 0; trial < 200000; ++trial) {
@@ -206,7 +141,7 @@ TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
     // Quotas 1 and 4 put most lists past the survivor threshold.
     constexpr size_t kQuotas[] = {1, 4, 16};
     const auto out =
-        ExpectTournamentMatchesBruteForce(f, trial, kQuotas[trial % 3]);
+        ExpectSearchMatchesBruteForce(f, trial, kQuotas[trial % 3]);
     room_scans += out.room_scans;
     ASSERT_FALSE(::testing::Test::HasFailure()) << trial;
   }
@@ -215,9 +150,9 @@ TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
 
 // Step 2 of the room search: a weight's only survivor with room leads its
 // survivors, but a member just under the threshold may have the same s. The
-// tournament must not call that leader decisive (it cannot see the members
+// search must not call that largest z clear (it cannot see the members
 // below the threshold), so the weight is re-ranked exactly.
-TEST(FastPath, SurvivorLeaderNearTheThresholdIsReRanked) {
+TEST(Search, SurvivorLeaderNearTheThresholdIsReRanked) {
   constexpr size_t kN = 100;
   const uint64_t threshold = internal::SurvivorThreshold(kN, 8);
   ASSERT_GT(threshold, 0u);
@@ -251,7 +186,7 @@ TEST(FastPath, SurvivorLeaderNearTheThresholdIsReRanked) {
 // weight-2 member just under the threshold, with room, beats the weight-1
 // survivor with room by less than the certification margin: the weight must
 // be searched again, not dropped.
-TEST(FastPath, UnresolvedWeightNearATieIsSearchedNotDropped) {
+TEST(Search, UnresolvedWeightNearATieIsSearchedNotDropped) {
   constexpr size_t kN = 40;
   const uint64_t threshold = internal::SurvivorThreshold(kN, 8);
   ASSERT_GT(threshold, 0u);
@@ -292,7 +227,7 @@ TEST(FastPath, UnresolvedWeightNearATieIsSearchedNotDropped) {
 // z = 0 keeps index kNone and must fall back to the exact re-rank. Lists
 // full of z = 0 (and tiny z) with and without room, against brute force;
 // the fallback must actually run.
-TEST(FastPath, ZeroHashesFallBackToTheExactRerank) {
+TEST(Search, ZeroHashesFallBackToTheExactRerank) {
   internal::LargestZ l = internal::LargestZ::Empty();
   l.Offer(0, 3, true);
   l.Offer(5, 4, false);
@@ -312,90 +247,10 @@ TEST(FastPath, ZeroHashesFallBackToTheExactRerank) {
       f.ok.push_back(rng() % 5 != 0);
       f.loads.push_back(rng() % 2);
     }
-    fallbacks += ExpectTournamentMatchesBruteForce(f, trial).exact_scores > 0;
+    fallbacks += ExpectSearchMatchesBruteForce(f, trial).exact_scores > 0;
     ASSERT_FALSE(::testing::Test::HasFailure()) << trial;
   }
   EXPECT_GT(fallbacks, 0u);
-}
-
-// The cross-weight comparison's margin (tournament.h): the approximate score
-// must stay within kScoreMargin of the contract's Score for every z and
-// weight. Measured over every binade's edges and millions of random s (all
-// binades), at weights 1..2^32-1; asserted with a 10x margin.
-TEST(FastPath, ApproxScoreErrorIsWellInsideTheMargin) {
-  const long double ln2 = std::log(static_cast<long double>(2));
-  EXPECT_LE(std::fabs(static_cast<long double>(internal::k53Ln2) - 53 * ln2),
-            std::ldexp(1.0L, -48));
-  double worst = 0;
-  auto check = [&](uint64_t s, uint32_t w) {
-    const uint64_t z = (s - 1) << 11;
-    worst =
-        std::max(worst, std::fabs(internal::ApproxScore(z, w) - Score(z, w)));
-  };
-  for (int e = 0; e <= 53; ++e) {
-    const uint64_t edge = uint64_t{1} << e;
-    for (uint64_t d = 0; d < 2048; ++d) {
-      if (edge > d) check(edge - d, 1);
-      if (edge + d <= kTwo53) check(edge + d, 1);
-    }
-  }
-  std::mt19937_64 rng(41);
-  for (int i = 0; i < 4000000; ++i) {
-    const uint64_t s = (rng() >> (11 + rng() % 53)) + 1;
-    const auto w = static_cast<uint32_t>(
-        i % 4 == 0 ? 1 : 1 + rng() % (uint64_t{1} << (1 + rng() % 32)));
-    check(s, w);
-  }
-  std::printf("max |ApproxScore - Score| = %.3g (margin %.3g)\n", worst,
-              internal::kScoreMargin);
-  EXPECT_LT(worst, internal::kScoreMargin / 10);
-}
-
-// The brackets BestEstimate() tries first (tournament.h): the contract's Score
-// must lie within [lo - E, hi + E] for an E well inside the margin, for
-// every z and weight, and the bounds must be tight where leaders live
-// (small x) and finite down to u = 1/8.
-TEST(FastPath, ScoreBracketHoldsTheContractScore) {
-  double worst = 0;  // how far outside its bracket a score fell
-  double widest_small_x = 0;
-  auto check = [&](uint64_t s, uint32_t w) {
-    const uint64_t z = (s - 1) << 11;
-    const internal::Bracket b = internal::ScoreBracket(z, w);
-    const double score = Score(z, w);
-    ASSERT_LE(b.lo, b.hi) << s << " " << w;
-    worst = std::max({worst, b.lo - score, score - b.hi});
-    const bool u_at_least_an_eighth = s >= (kTwo53 >> 3);
-    ASSERT_EQ(std::isfinite(b.hi), u_at_least_an_eighth) << s;
-    if (s >= kTwo53 - kTwo53 / 10 && s < kTwo53) {  // 0 < x <= 0.1
-      widest_small_x = std::max(widest_small_x, (b.hi - b.lo) / b.lo);
-    }
-  };
-  for (int e = 0; e <= 53; ++e) {
-    const uint64_t edge = uint64_t{1} << e;
-    for (uint64_t d = 0; d < 2048; ++d) {
-      if (edge > d) check(edge - d, 1);
-      if (edge + d <= kTwo53) check(edge + d, 1);
-    }
-  }
-  // Around u = 1/8 and u = 1/2, where the bounds change form or widen.
-  for (const uint64_t mid : {kTwo53 >> 3, kTwo53 >> 1}) {
-    for (uint64_t d = 0; d < 4096; ++d) check(mid - 2048 + d, 3);
-  }
-  std::mt19937_64 rng(43);
-  for (int i = 0; i < 4000000; ++i) {
-    // Half the draws near u = 1 (x uniform below 2^-k), like leaders.
-    const uint64_t s = i % 2 == 0 ? kTwo53 - (rng() >> (11 + rng() % 53))
-                                  : (rng() >> (11 + rng() % 53)) + 1;
-    const auto w = static_cast<uint32_t>(
-        i % 4 == 0 ? 1 : 1 + rng() % (uint64_t{1} << (1 + rng() % 32)));
-    check(std::max<uint64_t>(s, 1), w);
-  }
-  std::printf(
-      "max distance of Score outside its bracket = %.3g (margin %.3g);"
-      " widest bracket at x <= 0.1: %.3g relative\n",
-      worst, internal::kScoreMargin, widest_small_x);
-  EXPECT_LT(worst, internal::kScoreMargin / 10);
-  EXPECT_LT(widest_small_x, 1e-4);
 }
 
 // s_b whose score at weight wb is as close as possible to s_a's at wa:
@@ -413,7 +268,7 @@ uint64_t Partner(uint64_t s_a, uint32_t wa, uint32_t wb) {
 // or not at all (then the z, weight and index rules decide). The
 // approximation cannot order them, so the exact fallback runs; the result
 // must equal the brute-force contract order.
-TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
+TEST(Search, CrossWeightNearTiesFallBackToTheContract) {
   std::mt19937_64 rng(43);
   size_t near_ties = 0, exact_ties = 0;
   const uint32_t pairs[][2] = {{1, 2}, {2, 1},   {1, 3}, {2, 3},
@@ -476,8 +331,6 @@ TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
     }
     ASSERT_EQ(internal::ScanAndSearch<false>(f).affinity.index, best) << trial;
   }
-  std::printf("near-ties settled exactly: %zu; exact cross-weight ties: %zu\n",
-              near_ties, exact_ties);
   EXPECT_GT(near_ties, 10000u);
   EXPECT_GT(exact_ties, 100u);
 }
@@ -501,9 +354,9 @@ std::string Identity(std::mt19937_64& rng, size_t pool) {
 // margin (~1e-12: about one key in 1e11), so this searches a million keys by
 // brute force for the closest cross-weight leader pairs (within 1e-6), then
 // checks those keys through Pick and Decide against the oracle, and through
-// the tournament with the margin widened to 1e-6 (sound: any margin above
+// the searches with the margin widened to 1e-6 (sound: any margin above
 // the error bound is), which forces the exact fallback on real hashes.
-TEST(FastPath, RealKeyNearTiesMatchReference) {
+TEST(Search, RealKeyNearTiesMatchTheContract) {
   std::vector<contract::Backend> b;
   b.reserve(10);
   for (int i = 0; i < 10; ++i) {
@@ -523,8 +376,6 @@ TEST(FastPath, RealKeyNearTiesMatchReference) {
     }
     if (std::fabs(best[1] - best[2]) < kWide) found.push_back(key);
   }
-  std::printf("real keys with cross-weight leaders within %g: %zu\n", kWide,
-              found.size());
   ASSERT_GE(found.size(), 3u);
   DecisionScratch scratch;
   size_t near_ties = 0;
@@ -566,8 +417,8 @@ TEST(FastPath, RealKeyNearTiesMatchReference) {
 }
 
 // The same oracle comparison on random lists, with the margin widened until
-// the fallback runs on most contests (real hashes, all tie rules live).
-TEST(FastPath, WideMarginTournamentMatchesReference) {
+// the fallback runs on most comparisons (real hashes, all tie rules live).
+TEST(Search, WideMarginSearchMatchesTheContract) {
   std::mt19937_64 rng(47);
   size_t near_ties = 0;
   for (int list = 0; list < 20000; ++list) {
@@ -610,7 +461,6 @@ TEST(FastPath, WideMarginTournamentMatchesReference) {
     ASSERT_EQ(out.selection_capacity, expected.value().selected_capacity)
         << list;
   }
-  std::printf("contests settled exactly with margin 0.5: %zu\n", near_ties);
   EXPECT_GT(near_ties, 5000u);
 }
 
@@ -668,66 +518,17 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
 // (the fallback on CPUs without AVX-512) and the AVX-512 one where the CPU
 // has it (what HashCandidates dispatches to there).
 class ByKernel : public test_util::KernelFixture {};
-INSTANTIATE_TEST_SUITE_P(FastPath, ByKernel, test_util::Kernels(),
+INSTANTIATE_TEST_SUITE_P(Search, ByKernel, test_util::Kernels(),
                          test_util::KernelName);
 
-TEST_P(ByKernel, SmallListsMatchReference) {
+TEST_P(ByKernel, SmallListsMatchTheContract) {
   CheckRandomLists(21, 60000, 12, 16);
 }
-TEST_P(ByKernel, MediumListsMatchReference) {
+TEST_P(ByKernel, MediumListsMatchTheContract) {
   CheckRandomLists(22, 3000, 100, 8);
 }
-TEST_P(ByKernel, LargeListsMatchReference) {
+TEST_P(ByKernel, LargeListsMatchTheContract) {
   CheckRandomLists(23, 60, 1000, 4);
-}
-
-// Capacity's 64-bit shortcut against the contract's 128-bit formula,
-// around the edges where it hands over: L + 1 near 2^32, and W near
-// 2^64 / 100 (where 100 W stops fitting in 64 bits) and past 2^32.
-TEST(FastPath, CapacityShortcutEqualsWideFormula) {
-  std::mt19937_64 rng(31);
-  size_t past_64_bits = 0, fallbacks = 0;
-  for (int i = 0; i < 1000000; ++i) {
-    const auto f =
-        static_cast<uint32_t>(100 + rng() % (i % 2 ? 200 : 1u << 31));
-    const uint64_t load = i % 5 == 4 ? UINT64_MAX - 1 - rng() % 1000
-                                     : (uint64_t{UINT32_MAX} - 2 + rng() % 5) *
-                                           (i % 3 == 0 ? 1 : rng() % 3);
-    uint64_t total_weight = 0;
-    switch (i % 4) {
-      case 0:
-        total_weight = 1 + rng() % UINT32_MAX;
-        break;
-      case 1:
-        total_weight = UINT64_MAX / 100 - 2 + rng() % 5;
-        break;
-      case 2:
-        total_weight = 1 + (rng() >> (rng() % 64));
-        break;
-      default:
-        total_weight = uint64_t{UINT32_MAX} + rng() % 1000;
-        break;
-    }
-    const auto weight = static_cast<uint32_t>(
-        1 + rng() % std::min<uint64_t>(total_weight, UINT32_MAX));
-    const UInt128 expected = contract::Capacity(f, load, weight, total_weight);
-    past_64_bits += expected > UINT64_MAX;
-    ASSERT_TRUE(BoundedLoadRendezvous::Capacity(f, load, weight,
-                                                total_weight) == expected);
-    // The room test without the division, on loads around the bound (and
-    // with 100 W past 2^64 - 1 in case 1, its fallback to the division).
-    const internal::RoomTest room =
-        internal::RoomTestFor(f, load, weight, total_weight);
-    const uint64_t near = expected > UINT64_MAX
-                              ? UINT64_MAX - rng() % 3
-                              : static_cast<uint64_t>(expected) - 1;
-    for (const uint64_t probe : {near, near + 1, near + 2, uint64_t{0}}) {
-      ASSERT_EQ(room(probe), UInt128{probe} < expected) << i;
-    }
-    fallbacks += room.den == 1;
-  }
-  EXPECT_GT(past_64_bits, 1000u);
-  EXPECT_GT(fallbacks, 50000u);
 }
 
 // Equal weights everywhere: the pick is plain argmax z.
@@ -747,130 +548,6 @@ TEST_P(ByKernel, EqualWeightsAreArgmaxZOnManyKeys) {
     }
     ASSERT_EQ(WeightedRendezvous::Pick(key, c).value(), best);
   }
-}
-
-// The hashing kernels against KeyHash::Mixed, candidate by candidate, on
-// random keys and lists of 1..200 identities of 0..64 arbitrary bytes, with
-// ineligible and zero-weight entries (whose z is unspecified and not
-// compared). Length regimes: anything (mostly the vector kernel's masked
-// loads), all >= 8 bytes (its gathers), short only, one shared length, and
-// long with a rare empty one. Also checks that nothing is written past n and
-// runs sub-ranges at every alignment.
-using Kernel = void (*)(uint64_t, const Candidate*, size_t, uint64_t*);
-
-void CheckKernelAgainstMixed(Kernel kernel, uint64_t seed, int lists) {
-  std::mt19937_64 rng(seed);
-  constexpr uint64_t kSentinel = 0x5eb1e5eb1e5eb1e5ULL;
-  size_t compared = 0;
-  std::vector<std::string> ids;
-  std::vector<Candidate> c;
-  std::vector<uint64_t> z;
-  for (int list = 0; list < lists; ++list) {
-    const size_t n = 1 + rng() % 200;
-    const uint64_t regime = rng() % 5;
-    const size_t shared = 8 + rng() % 13;
-    ids.assign(n, std::string());
-    for (std::string& id : ids) {
-      size_t len = 0;
-      switch (regime) {
-        case 0:
-          len = rng() % 65;
-          break;
-        case 1:
-          len = 8 + rng() % 57;
-          break;
-        case 2:
-          len = rng() % 9;
-          break;
-        case 3:
-          len = shared;
-          break;
-        default:
-          len = rng() % 50 == 0 ? 0 : 8 + rng() % 57;
-          break;
-      }
-      id.resize(len);
-      for (char& ch : id) ch = static_cast<char>(rng());
-    }
-    c.clear();
-    for (const std::string& id : ids) {
-      const bool eligible = rng() % 8 != 0;
-      const auto weight =
-          static_cast<uint32_t>(rng() % 16 == 0 ? 0 : 1 + rng() % 5);
-      c.push_back({id, weight, eligible});
-    }
-    if (rng() % 4 == 0) c[rng() % n].identity = std::string_view();  // null
-    std::string key(rng() % 41, '\0');
-    for (char& ch : key) ch = static_cast<char>(rng());
-    const KeyHash hash(key);
-    const size_t begin = rng() % 4 == 0 ? rng() % n : 0;
-    z.assign(n - begin + 1, kSentinel);
-    kernel(hash.state(), c.data() + begin, n - begin, z.data());
-    for (size_t i = begin; i < n; ++i) {
-      if (!c[i].IsEligible()) continue;
-      ASSERT_EQ(z[i - begin], hash.Mixed(c[i].identity))
-          << "list " << list << " index " << i << " length "
-          << c[i].identity.size();
-      ++compared;
-    }
-    ASSERT_EQ(z[n - begin], kSentinel) << "wrote past n, list " << list;
-  }
-  std::printf("candidates compared with KeyHash::Mixed: %zu\n", compared);
-  EXPECT_GT(compared, size_t{1000000});
-}
-
-TEST(FastPath, ScalarHashKernelEqualsMixed) {
-  CheckKernelAgainstMixed(&internal::HashCandidatesScalar, 51, 25000);
-}
-
-TEST(FastPath, Avx512HashKernelEqualsMixed) {
-  if (!internal::Avx512HashSupported()) {
-    GTEST_SKIP() << "this CPU cannot run the AVX-512 kernel";
-  }
-  CheckKernelAgainstMixed(&internal::HashCandidatesAvx512, 52, 40000);
-}
-
-// Identities that end exactly where a readable page does (the next page is
-// inaccessible): a kernel that read past an identity's last byte would
-// crash here. Every length 0..64 and every count 1..70 (all block shapes).
-TEST(FastPath, HashKernelsReadNoByteBeyondAnIdentity) {
-  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  constexpr size_t kIds = 70;
-  void* map = mmap(nullptr, page * 2 * kIds, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(map, MAP_FAILED);
-  char* base = static_cast<char*>(map);
-  for (size_t k = 0; k < kIds; ++k) {
-    ASSERT_EQ(mprotect(base + (2 * k + 1) * page, page, PROT_NONE), 0);
-  }
-  std::mt19937_64 rng(53);
-  for (char* p = base; p < base + page * 2 * kIds; p += 2 * page) {
-    for (size_t i = 0; i < page; ++i) p[i] = static_cast<char>(rng());
-  }
-  const KeyHash hash("edge-key");
-  std::vector<Kernel> kernels = {&internal::HashCandidatesScalar};
-  if (internal::Avx512HashSupported()) {
-    kernels.push_back(&internal::HashCandidatesAvx512);
-  }
-  std::vector<Candidate> c(kIds);
-  std::vector<uint64_t> z(kIds);
-  for (size_t len = 0; len <= 64; ++len) {
-    for (size_t n = 1; n <= kIds; ++n) {
-      for (size_t k = 0; k < n; ++k) {
-        // Identity k ends at its page's end; its length is `len` or, for
-        // every third one, a different length (mixed blocks).
-        const size_t l = k % 3 == 2 ? (len * 7 + k) % 65 : len;
-        c[k] = {std::string_view(base + (2 * k + 1) * page - l, l), 1, true};
-      }
-      for (Kernel kernel : kernels) {
-        kernel(hash.state(), c.data(), n, z.data());
-        for (size_t k = 0; k < n; ++k) {
-          ASSERT_EQ(z[k], hash.Mixed(c[k].identity)) << len << " " << n;
-        }
-      }
-    }
-  }
-  munmap(map, page * 2 * kIds);
 }
 
 }  // namespace
