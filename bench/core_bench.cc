@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "src/core/candidate_hash.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
 #include "poise/prepared_candidates.h"
 #include "poise/rendezvous.h"
+#include "src/core/candidate_hash.h"
 
 namespace {
 
@@ -206,7 +206,8 @@ void PreparedPickBench(benchmark::State& state, bool one_weight) {
   const Cluster c = MakeCluster(n, 0, one_weight);
   const poise::PreparedCandidates prepared(
       c.candidates, std::make_shared<const poise::IdentityTable>(c.candidates));
-  if (one_weight ? !prepared.one_weight() : !prepared.two_weights()) {
+  using Path = poise::PreparedCandidates::Path;
+  if (prepared.path() != (one_weight ? Path::kOneWeight : Path::kTwoWeights)) {
     state.SkipWithError("the list does not take the intended path");
     return;
   }

@@ -19,9 +19,9 @@
 #include <variant>
 #include <vector>
 
-#include "poise/detail/pass.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
+#include "poise/internal/pass.h"
 
 namespace poise {
 
@@ -34,29 +34,10 @@ struct Candidate {
   bool IsEligible() const { return eligible && weight != 0; }
 };
 
-namespace detail {
-// z = KeyHash::Mixed(c[i].identity) for every eligible c[i], i < n, from
-// KeyHash::state() (the core's hashing kernels; other slots unspecified).
-void HashIdentities(uint64_t key_state, const Candidate* c, size_t n,
-                    uint64_t* z);
-
-// z[k] for candidate begin + k, k < end - begin: through `table` when there is
-// one (built from the identities of c), else from the identities.
-inline void HashRange(uint64_t key_state, const Candidate* c,
-                      const IdentityTable* table, size_t begin, size_t end,
-                      uint64_t* z) {
-  if (table != nullptr) {
-    table->MixedRange(key_state, begin, end, z);
-  } else {
-    HashIdentities(key_state, c + begin, end - begin, z);
-  }
-}
-}  // namespace detail
-
 enum class PickError : uint8_t {
   kEmpty,                 // no candidates at all
   kNoEligibleCandidates,  // candidates, but none eligible
-  kWeightOverflow,        // eligible weights sum past UINT32_MAX
+  kWeightOverflow,        // eligible weights sum past UINT64_MAX
   kLoadOverflow,  // sampled loads (plus the new request) past UINT64_MAX
   kScratchCapacityExceeded,  // the sample buffer could not grow
   kTableMismatch,  // the IdentityTable has a different number of identities
@@ -123,6 +104,12 @@ class WeightedRendezvous final {
       std::string_view key, const std::vector<Candidate>& candidates);
 };
 
+// An exact unsigned 128-bit integer: the type of a capacity, which is
+// ceil(f (L + 1) w / (100 W)) with f < 2^32, L + 1 < 2^64 and w < 2^32, so
+// the numerator and the quotient always fit (as in poise-core, which reports
+// capacities as u128). __extension__ keeps -Wpedantic builds quiet.
+__extension__ using UInt128 = unsigned __int128;
+
 // The outcome of one bounded-load decision. Indices refer to the candidate
 // list.
 struct Decision {
@@ -130,7 +117,7 @@ struct Decision {
   size_t selection;        // the first candidate in the owner's order with room
   bool spilled;            // selection != affinity
   uint64_t selected_load;  // the selection's sampled load
-  uint64_t selected_capacity;  // its bound (saturated at UINT64_MAX)
+  UInt128 selected_capacity;  // its bound, exact
 };
 
 // Per-thread working memory of Decide: the sampled loads, the candidates'
@@ -164,7 +151,9 @@ class DecisionScratch final {
   friend class BoundedLoadRendezvous;
   friend class PreparedCandidates;
 
-  detail::Kept Kept() { return detail::Kept{hashes_.data(), loads_.data()}; }
+  internal::PassOutputs Outputs() {
+    return internal::PassOutputs{hashes_.data(), loads_.data()};
+  }
 
   // Sizes every buffer for n candidates without throwing; false if they
   // could not grow. Within the capacity already held it never allocates.
@@ -190,11 +179,11 @@ class DecisionScratch final {
   size_t max_candidates_;
   std::vector<uint64_t> loads_;    // the sampled loads, by index
   std::vector<uint64_t> hashes_;   // every candidate's z, by index
-  std::vector<size_t> survivors_;  // see src/core/tournament.h
+  std::vector<size_t> survivors_;  // see src/core/room_search.h
 };
 
 class BoundedLoadRendezvous final {
-  friend class PreparedCandidates;  // FinishDecision after its own pass
+  friend class PreparedCandidates;  // DecideAfterPass after its own pass
 
  public:
   static constexpr uint32_t kDefaultFactorPercent = 150;
@@ -211,11 +200,10 @@ class BoundedLoadRendezvous final {
 
   uint32_t factor_percent() const { return factor_percent_; }
 
-  // ceil(factor * (total_load + 1) * weight / (100 * total_weight)), exact,
-  // saturated at UINT64_MAX. Requires total_load < UINT64_MAX and
-  // 0 < weight <= total_weight.
-  static uint64_t Capacity(uint32_t factor_percent, uint64_t total_load,
-                           uint32_t weight, uint32_t total_weight);
+  // ceil(factor * (total_load + 1) * weight / (100 * total_weight)), exact.
+  // Requires total_load < UINT64_MAX and 0 < weight <= total_weight.
+  static UInt128 Capacity(uint32_t factor_percent, uint64_t total_load,
+                          uint32_t weight, uint64_t total_weight);
 
   // Samples `load(i)` (any callable size_t -> uint64_t) exactly once for every
   // eligible candidate, then selects the first candidate in the key's
@@ -240,48 +228,22 @@ class BoundedLoadRendezvous final {
   }
 
  private:
-  // The candidates as detail::RunPass reads them, with the caller's load
-  // function inlined into the pass.
-  template <typename LoadFn>
-  struct SampledField {
-    uint64_t key_state;
-    const Candidate* candidates;
-    size_t n;
-    const IdentityTable* table;
-    LoadFn& load_fn;
-
-    size_t size() const { return n; }
-    bool eligible(size_t i) const { return candidates[i].IsEligible(); }
-    uint32_t weight(size_t i) const { return candidates[i].weight; }
-    void Hash(size_t begin, size_t end, uint64_t* z) const {
-      detail::HashRange(key_state, candidates, table, begin, end, z);
-    }
-    uint64_t load(size_t i) const { return static_cast<uint64_t>(load_fn(i)); }
-  };
-
+  // Decide, with or without a table: the pass that hashes, groups and
+  // samples (a template, so the caller's load function is inlined into it),
+  // then DecideAfterPass. Defined in poise/internal/bounded_decide.h.
   template <typename LoadFn>
   Result<Decision> DecideWith(std::string_view key,
                               const std::vector<Candidate>& candidates,
                               const IdentityTable* table, LoadFn& load,
-                              DecisionScratch& scratch) const {
-    const size_t n = candidates.size();
-    if (n == 0) return PickError::kEmpty;
-    if (!scratch.Fit(n)) return PickError::kScratchCapacityExceeded;
-    const KeyHash hash(key);
-    detail::PassState pass;
-    detail::RunPass<true>(
-        SampledField<LoadFn>{hash.state(), candidates.data(), n, table, load},
-        scratch.Kept(), pass);
-    return FinishDecision(hash, candidates, table, scratch, pass);
-  }
+                              DecisionScratch& scratch) const;
 
   // The scoring half of Decide, out of line so the floating-point contract
   // is compiled once, with the contract's flags.
-  Result<Decision> FinishDecision(const KeyHash& hash,
-                                  const std::vector<Candidate>& candidates,
-                                  const IdentityTable* table,
-                                  DecisionScratch& scratch,
-                                  detail::PassState& pass) const;
+  Result<Decision> DecideAfterPass(const KeyHash& hash,
+                                   const std::vector<Candidate>& candidates,
+                                   const IdentityTable* table,
+                                   DecisionScratch& scratch,
+                                   internal::PassState& pass) const;
 
   explicit BoundedLoadRendezvous(uint32_t factor_percent)
       : factor_percent_(factor_percent) {}
@@ -290,5 +252,8 @@ class BoundedLoadRendezvous final {
 };
 
 }  // namespace poise
+
+// The templates above, defined apart (not API).
+#include "poise/internal/bounded_decide.h"  // IWYU pragma: export
 
 #endif  // POISE_RENDEZVOUS_H_

@@ -2,7 +2,7 @@
 // every candidate, by a portable scalar kernel (four interleaved FNV-1a
 // chains) or, where the CPU has AVX-512 F/DQ/BW/VL, by a vector kernel that
 // hashes eight candidates per 512-bit register. Both are integer arithmetic
-// only, so they agree bit for bit with KeyHash::Mixed (fast_path_test checks
+// only, so they agree bit for bit with KeyHash::Mixed (hash_kernel_test checks
 // both against it). Private to src/core and its tests.
 #ifndef POISE_SRC_CORE_CANDIDATE_HASH_H_
 #define POISE_SRC_CORE_CANDIDATE_HASH_H_
@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "poise/detail/pass.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
+#include "poise/internal/pass.h"
 #include "poise/rendezvous.h"
 
 // The vector kernel needs x86-64 and GCC or Clang (target attributes).
@@ -123,15 +123,15 @@ inline void HashCandidates(uint64_t key_state, const Candidate* c, size_t n,
 }
 
 // The one-weight leader from an IdentityTable row, eight candidates per
-// 512-bit register: the detail::Leader that offering row.Mixed(i) for every
+// 512-bit register: the internal::LargestZ that offering row.Mixed(i) for every
 // eligible i < n, in index order, builds (PreparedCandidates' scalar loop).
 // Candidate i is eligible when bit i % 8 of eligible_bits[i / 8] is set
 // (nullptr: all n are), and `count` of them are. When `z` is given, z[i] =
 // row.Mixed(i) for every i < n, the ineligible too. Call only when
 // Avx512HashSupported().
-detail::Leader TableLeadAvx512(const IdentityTable::KeyRow& row, size_t n,
-                               const uint8_t* eligible_bits, size_t count,
-                               uint64_t* z);
+internal::LargestZ TableLargestZAvx512(const IdentityTable::KeyRow& row,
+                                       size_t n, const uint8_t* eligible_bits,
+                                       size_t count, uint64_t* z);
 
 }  // namespace poise::internal
 

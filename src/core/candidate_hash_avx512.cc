@@ -208,20 +208,19 @@ POISE_AVX512 void HashCandidatesAvx512(uint64_t key_state, const Candidate* c,
   }
 }
 
-// Each lane keeps the Leader of the candidates it sees (i = lane mod 8):
+// Each lane keeps the LargestZ of the candidates it sees (i = lane mod 8):
 // m1 its largest z, at index i1 (the first, since a lane sees its indices
 // in order and only a strictly larger z replaces the leader), and m2 the
 // largest of its other z. Then the lanes' leaders are merged: the overall
 // leader is the lowest index holding the largest m1, and its runner-up the
 // largest z of everyone else, the other lanes' m1 included.
-POISE_AVX512 detail::Leader TableLeadAvx512(const IdentityTable::KeyRow& row,
-                                            size_t n,
-                                            const uint8_t* eligible_bits,
-                                            size_t count, uint64_t* z) {
+POISE_AVX512 internal::LargestZ TableLargestZAvx512(
+    const IdentityTable::KeyRow& row, size_t n, const uint8_t* eligible_bits,
+    size_t count, uint64_t* z) {
   const __m512i key = _mm512_set1_epi64(static_cast<int64_t>(row.key_state()));
   const uint64_t* const power = row.powers();
   const uint64_t* const offset = row.offsets();
-  const __m512i none = _mm512_set1_epi64(-1);  // detail::kNone
+  const __m512i none = _mm512_set1_epi64(-1);  // internal::kNone
   __m512i m1 = _mm512_setzero_si512();
   __m512i m2 = _mm512_setzero_si512();
   __m512i i1 = none;
@@ -251,7 +250,7 @@ POISE_AVX512 detail::Leader TableLeadAvx512(const IdentityTable::KeyRow& row,
     i1 = _mm512_mask_mov_epi64(i1, leads, index);
     index = _mm512_add_epi64(index, step);
   }
-  detail::Leader lead = detail::Leader::Empty();
+  internal::LargestZ lead = internal::LargestZ::Empty();
   lead.count = count;
   const uint64_t top = _mm512_reduce_max_epu64(m1);
   if (top == 0) return lead;  // no z > 0 was offered: nobody leads
@@ -270,10 +269,10 @@ POISE_AVX512 detail::Leader TableLeadAvx512(const IdentityTable::KeyRow& row,
 
 #else  // !POISE_HAVE_AVX512_HASH
 
-detail::Leader TableLeadAvx512(const IdentityTable::KeyRow& row, size_t n,
-                               const uint8_t* eligible_bits, size_t count,
-                               uint64_t* z) {
-  detail::Leader lead = detail::Leader::Empty();
+internal::LargestZ TableLargestZAvx512(const IdentityTable::KeyRow& row,
+                                       size_t n, const uint8_t* eligible_bits,
+                                       size_t count, uint64_t* z) {
+  internal::LargestZ lead = internal::LargestZ::Empty();
   for (size_t i = 0; i < n; ++i) {
     const uint64_t x = row.Mixed(i);
     if (z != nullptr) z[i] = x;

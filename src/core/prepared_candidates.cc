@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "candidate_hash.h"
-#include "tournament.h"
+#include "room_search.h"
 
 namespace poise {
 
@@ -32,16 +32,17 @@ PreparedCandidates::PreparedCandidates(
     has_second_[i] = c.weight == weights[1] ? 1 : 0;
     total_weight += c.weight;
   }
-  if (eligible_.empty() || total_weight > UINT32_MAX) {
-    eligible_.clear();  // the general path reports these cases
+  if (eligible_.empty()) {
+    eligible_.clear();  // the general path reports this case
     has_second_.clear();
     return;
   }
   survivor_threshold_ =
-      detail::SurvivorThreshold(eligible_.size(), detail::kSurvivorQuota);
+      internal::SurvivorThreshold(eligible_.size(), internal::kSurvivorQuota);
   if (weights[1] == 0) {
+    path_ = Path::kOneWeight;
     weight_ = weights[0];
-    total_weight_ = static_cast<uint32_t>(total_weight);
+    total_weight_ = total_weight;
     has_second_.clear();
     if (eligible_.size() != n) {
       eligible_bits_.assign((n + 7) / 8, 0);
@@ -50,34 +51,40 @@ PreparedCandidates::PreparedCandidates(
       }
     }
   } else {
+    path_ = Path::kTwoWeights;
     first_weight_ = weights[0];
     second_weight_ = weights[1];
   }
 }
 
-detail::Leader PreparedCandidates::Lead(uint64_t key_state, uint64_t* z) const {
+// The one-weight LargestZ of the eligible candidates for `key_state`; stores
+// every eligible z in `z` when given (the vector kernel stores the
+// ineligible ones too).
+internal::LargestZ PreparedCandidates::FindLargestZ(uint64_t key_state,
+                                                    uint64_t* z) const {
   const IdentityTable::KeyRow row = table_->ForKey(key_state);
   // The vector kernel is the faster one at every n (docs/bench-core.md).
   if (internal::ActiveHashKernel() == internal::HashKernel::kAvx512) {
-    return internal::TableLeadAvx512(
+    return internal::TableLargestZAvx512(
         row, candidates_.size(),
         eligible_bits_.empty() ? nullptr : eligible_bits_.data(),
         eligible_.size(), z);
   }
-  detail::Leader lead = detail::Leader::Empty();
+  internal::LargestZ largest = internal::LargestZ::Empty();
   for (const uint32_t i : eligible_) {
     const uint64_t zi = row.Mixed(i);
     if (z != nullptr) z[i] = zi;
-    lead.Offer(zi, i);
+    largest.Offer(zi, i);
   }
-  return lead;
+  return largest;
 }
 
 Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
-  if (weight_ != 0) {
-    const detail::Leader lead = Lead(KeyHash(key).state(), nullptr);
-    if (detail::Decisive(lead)) return lead.index;
-  } else if (second_weight_ != 0) {
+  if (path_ == Path::kOneWeight) {
+    const internal::LargestZ largest =
+        FindLargestZ(KeyHash(key).state(), nullptr);
+    if (internal::ClearOfRunnerUp(largest)) return largest.index;
+  } else if (path_ == Path::kTwoWeights) {
     return PickTwoWeights(key);
   }
   return WeightedRendezvous::Pick(key, candidates_, *table_);
@@ -85,89 +92,104 @@ Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
 
 namespace {
 
-// FirstIsBetter's pairs that the brackets do not settle: the general
-// contest. Out of line and cold: inlined, its contest array and outcome
-// gave FirstIsBetter a stack frame and saved registers on every call; now
-// the bracket comparison is small enough to be inlined into its callers.
-[[gnu::noinline, gnu::cold]] bool ContestFirst(const detail::Leader& a,
-                                               uint32_t wa,
-                                               const detail::Leader& b,
-                                               uint32_t wb) {
-  internal::Contender c[2] = {
+// FirstIsBetter's pairs that the brackets do not settle: BestEstimate over
+// the two. Out of line and cold: inlined, its estimate array and result gave
+// FirstIsBetter a stack frame and saved registers on every call; now the
+// bracket comparison is small enough to be inlined into its callers.
+[[gnu::noinline, gnu::cold]] bool FirstIsBetterByEstimates(
+    const internal::LargestZ& a, uint32_t wa, const internal::LargestZ& b,
+    uint32_t wb) {
+  internal::ScoreEstimate c[2] = {
       {internal::kUnscored, Rank{0, a.z, wa, a.index}, false},
       {internal::kUnscored, Rank{0, b.z, wb, b.index}, false}};
-  internal::Outcome unused;
-  return internal::Contest(c, 2, internal::kScoreMargin, unused) == 0;
+  internal::SearchResult unused;
+  return internal::BestEstimate(c, 2, internal::kScoreMargin, unused) == 0;
 }
 
-// The better of two decisive leaders (a, of weight wa, and b) by the
-// contract's order: their brackets settle it, or the general contest does.
-bool FirstIsBetter(const detail::Leader& a, uint32_t wa,
-                   const detail::Leader& b, uint32_t wb) {
-  // Contest's first stage, without building a contest: most pairs end here.
+// The better of two LargestZ clear of their runners-up (a, of weight wa, and
+// b) by the contract's order: their brackets settle it, or BestEstimate
+// does.
+bool FirstIsBetter(const internal::LargestZ& a, uint32_t wa,
+                   const internal::LargestZ& b, uint32_t wb) {
+  // BestEstimate's first stage, without building a contest: most pairs end
+  // here.
   const internal::Bracket ba = internal::ScoreBracket(a.z, wa);
   const internal::Bracket bb = internal::ScoreBracket(b.z, wb);
   if (internal::CertifiedAhead(ba, bb, internal::kScoreMargin)) return true;
   if (internal::CertifiedAhead(bb, ba, internal::kScoreMargin)) return false;
-  return ContestFirst(a, wa, b, wb);
+  return FirstIsBetterByEstimates(a, wa, b, wb);
 }
 
 }  // namespace
 
+// Two weights: the general pass's state with both weights' LargestZ kept in
+// registers (no per-candidate weight search), then OwnerOfTwoWeights, or the
+// general search when one is not clear of its runner-up.
 Result<size_t> PreparedCandidates::PickTwoWeights(std::string_view key) const {
   const KeyHash hash(key);
   const auto no_load = [](size_t) { return uint64_t{0}; };
-  detail::PassState pass =
+  internal::PassState pass =
       TwoWeightPass<Keep::kNothing>(hash.state(), no_load, nullptr);
-  const size_t owner = BetterLeader(pass);
-  if (owner != detail::kNone) return owner;
-  return internal::FinishPick(hash, candidates_, *table_, pass);
+  const size_t owner = OwnerOfTwoWeights(pass);
+  if (owner != internal::kNone) return owner;
+  return internal::PickAfterPass(hash, candidates_, *table_, pass);
 }
 
-size_t PreparedCandidates::BetterLeader(const detail::PassState& pass) const {
-  const detail::Leader& first = pass.groups[0].all;
-  const detail::Leader& second = pass.groups[1].all;
-  if (!detail::Decisive(first) || !detail::Decisive(second)) {
-    return detail::kNone;
+// The better of the two weights' largest z after TwoWeightPass when both are
+// clear of their runners-up; kNone otherwise (the general search decides
+// then).
+size_t PreparedCandidates::OwnerOfTwoWeights(
+    const internal::PassState& pass) const {
+  const internal::LargestZ& first = pass.groups[0].all;
+  const internal::LargestZ& second = pass.groups[1].all;
+  if (!internal::ClearOfRunnerUp(first) || !internal::ClearOfRunnerUp(second)) {
+    return internal::kNone;
   }
   return FirstIsBetter(first, first_weight_, second, second_weight_)
              ? first.index
              : second.index;
 }
 
-Result<Decision> PreparedCandidates::SettleTwoWeights(
+// The decision after a two-weight pass that kept every z and every load, as
+// DecideOneWeight makes it for one weight: `owner` is OwnerOfTwoWeights(pass)
+// (kNone: the general search decides); a full owner's successor is the
+// better of each weight's best member with room among the survivors
+// (`listed` of them in the scratch, as SampleLoads lists them; kNone: listed
+// here). A weight none of whose survivors has room drops out when its
+// unlisted members provably score worse. Anything else takes the general
+// search. Without `with_capacity` the short paths leave selected_capacity 0.
+Result<Decision> PreparedCandidates::DecideTwoWeights(
     const BoundedLoadRendezvous& bounded, const KeyHash& hash,
-    detail::PassState& pass, DecisionScratch& scratch, size_t owner,
+    internal::PassState& pass, DecisionScratch& scratch, size_t owner,
     size_t listed, bool with_capacity) const {
   const auto general = [&] {
-    return bounded.FinishDecision(hash, candidates_, table_.get(), scratch,
-                                  pass);
+    return bounded.DecideAfterPass(hash, candidates_, table_.get(), scratch,
+                                   pass);
   };
   if (pass.load_overflow || pass.total_load == UINT64_MAX) {
     return PickError::kLoadOverflow;
   }
-  if (owner == detail::kNone) return general();
+  if (owner == internal::kNone) return general();
   const uint32_t weights[2] = {first_weight_, second_weight_};
   const uint64_t* const loads = scratch.loads_.data();
   const uint64_t* const z = scratch.hashes_.data();
-  // The eligible weights' sum fits in 32 bits (the constructor checked).
-  const auto total_weight = static_cast<uint32_t>(pass.total_weight);
+  // The eligible weights' sum: below 2^32 candidates (the constructor
+  // checked) it cannot wrap.
+  const uint64_t total_weight = pass.total_weight;
   const uint32_t factor = bounded.factor_percent();
   // load < Capacity(w), without the division (as the general finish does).
   const auto room_test = [&](uint32_t w) {
-    using u128 = unsigned __int128;
-    return internal::RoomTest{u128{factor} * (u128{pass.total_load} + 1) * w,
-                              uint64_t{100} * total_weight};
+    return internal::RoomTestFor(factor, pass.total_load, w, total_weight);
   };
   const internal::RoomTest room[2] = {room_test(weights[0]),
                                       room_test(weights[1])};
   // The owner's decision with `selection` of weight w; its bound only when
   // asked for (it takes a division, and Route reports no bound).
   const auto decision = [&](size_t selection, uint32_t w) {
-    const uint64_t capacity =
-        with_capacity ? BoundedLoadRendezvous::Capacity(factor, pass.total_load,
-                                                        w, total_weight)
-                      : 0;
+    const UInt128 capacity = with_capacity
+                                 ? BoundedLoadRendezvous::Capacity(
+                                       factor, pass.total_load, w, total_weight)
+                                 : 0;
     return Decision{owner, selection, selection != owner, loads[selection],
                     capacity};
   };
@@ -177,17 +199,18 @@ Result<Decision> PreparedCandidates::SettleTwoWeights(
   }
   // Each weight's best member with room among the survivors (listed
   // branch-free, as the general finish lists them): within one weight z
-  // alone orders the members (tournament.h).
+  // alone orders the members (score_bounds.h).
   const uint64_t threshold = survivor_threshold_;
   size_t* const survivors = scratch.survivors_.data();
-  if (listed == detail::kNone) {
+  if (listed == internal::kNone) {
     listed = 0;
     for (const uint32_t i : eligible_) {
       survivors[listed] = i;
       listed += z[i] >= threshold;
     }
   }
-  detail::Leader best[2] = {detail::Leader::Empty(), detail::Leader::Empty()};
+  internal::LargestZ best[2] = {internal::LargestZ::Empty(),
+                                internal::LargestZ::Empty()};
   for (size_t s = 0; s < listed; ++s) {
     const size_t i = survivors[s];
     const bool is_second = has_second_[i] != 0;
@@ -197,23 +220,23 @@ Result<Decision> PreparedCandidates::SettleTwoWeights(
   }
   bool contends[2] = {true, true};
   for (size_t k = 0; k < 2; ++k) {
-    detail::Leader& l = best[k];
+    internal::LargestZ& l = best[k];
     if (threshold == 0) {  // every member was listed
       contends[k] = l.count != 0;
-    } else if (l.index != detail::kNone) {
-      detail::BoundUnlisted(l, threshold);
+    } else if (l.index != internal::kNone) {
+      internal::BoundUnlisted(l, threshold);
     } else {
       contends[k] = false;  // unless it might beat the other's best, below
     }
-    if (contends[k] && !detail::Decisive(l)) return general();
+    if (contends[k] && !internal::ClearOfRunnerUp(l)) return general();
   }
   if (threshold != 0) {
     // A weight whose survivors all lack room: each of its members with room
     // scores no better than z = threshold - 1 would. It drops out when the
-    // other weight's best is certified ahead of that bound, as in Contest.
+    // other weight's best is certified ahead of that bound, as in BestEstimate.
     for (size_t k = 0; k < 2; ++k) {
       const size_t other = 1 - k;
-      if (best[k].index != detail::kNone) continue;
+      if (best[k].index != internal::kNone) continue;
       if (!contends[other]) return general();
       if (!internal::CertifiedAhead(
               internal::ScoreBracket(best[other].z, weights[other]),
@@ -231,15 +254,21 @@ Result<Decision> PreparedCandidates::SettleTwoWeights(
   return decision(best[group].index, weights[group]);
 }
 
-bool PreparedCandidates::LeadInto(std::string_view key,
-                                  DecisionScratch& scratch,
-                                  detail::Leader& lead) const {
+// The one-weight LargestZ (the first eligible index with the largest z, and
+// the largest z among the others), with every eligible z stored in the
+// scratch, sized for the list; false if it could not grow. Out of line: the
+// code of the common path stays a few contiguous cache lines.
+bool PreparedCandidates::FindLargestZIntoScratch(
+    std::string_view key, DecisionScratch& scratch,
+    internal::LargestZ& largest) const {
   if (!scratch.Fit(candidates_.size())) return false;
-  lead = Lead(KeyHash(key).state(), scratch.hashes_.data());
+  largest = FindLargestZ(KeyHash(key).state(), scratch.hashes_.data());
   return true;
 }
 
-Result<Decision> PreparedCandidates::HandOver(
+// The general path, on the loads the short path sampled into `scratch`.
+// Out of line: with one weight it runs only for a near-tie.
+Result<Decision> PreparedCandidates::RedecideOnGeneralPath(
     const BoundedLoadRendezvous& bounded, std::string_view key,
     DecisionScratch& scratch) const {
   // Decide rewrites each load slot with the value it reads from it.

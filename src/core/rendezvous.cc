@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "candidate_hash.h"
-#include "tournament.h"
+#include "room_search.h"
 
 namespace poise {
 
@@ -14,7 +14,7 @@ const char* ToString(PickError error) {
     case PickError::kNoEligibleCandidates:
       return "no eligible candidates";
     case PickError::kWeightOverflow:
-      return "eligible weights sum past 2^32-1";
+      return "eligible weights sum past 2^64-1";
     case PickError::kLoadOverflow:
       return "sampled loads sum past 2^64-1";
     case PickError::kScratchCapacityExceeded:
@@ -25,12 +25,12 @@ const char* ToString(PickError error) {
   return "unknown pick error";
 }
 
-namespace detail {
+namespace internal {
 void HashIdentities(uint64_t key_state, const Candidate* c, size_t n,
                     uint64_t* z) {
   internal::HashCandidates(key_state, c, n, z);
 }
-}  // namespace detail
+}  // namespace internal
 
 Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index) {
   const uint64_t z = key.Mixed(candidate.identity);
@@ -39,38 +39,34 @@ Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index) {
 
 namespace {
 
-// The candidate list as RunTournament sees it: hashed from the identities or
-// through a table built from them; loads only when bounded.
-struct Field {
+// The candidate list as RunPass and Search see it: hashed from the
+// identities or through a table built from them; loads only when bounded.
+struct CandidateView {
   const KeyHash& key;
   const std::vector<Candidate>& candidates;
   const IdentityTable* table = nullptr;
   const uint64_t* loads = nullptr;
   uint32_t factor = 0;
   uint64_t total_load = 0;
-  uint32_t total_weight = 0;
+  uint64_t total_weight = 0;
   const Candidate* data = candidates.data();
 
   size_t size() const { return candidates.size(); }
   bool eligible(size_t i) const { return data[i].IsEligible(); }
   uint32_t weight(size_t i) const { return data[i].weight; }
   void Hash(size_t begin, size_t end, uint64_t* z) const {
-    detail::HashRange(key.state(), data, table, begin, end, z);
+    internal::HashRange(key.state(), data, table, begin, end, z);
   }
   uint64_t Z(size_t i) const {
     return table != nullptr ? table->Mixed(key.state(), i)
                             : key.Mixed(candidates[i].identity);
   }
   uint64_t load(size_t i) const { return loads[i]; }
-  uint64_t capacity(uint32_t w) const {
+  UInt128 capacity(uint32_t w) const {
     return BoundedLoadRendezvous::Capacity(factor, total_load, w, total_weight);
   }
-  // Capacity's ceiling as a fraction (f < 2^32, L + 1 <= 2^64 - 1 and
-  // w < 2^32: the numerator fits in 128 bits).
   internal::RoomTest room_test(uint32_t w) const {
-    using u128 = unsigned __int128;
-    return {u128{factor} * (u128{total_load} + 1) * w,
-            uint64_t{100} * total_weight};
+    return internal::RoomTestFor(factor, total_load, w, total_weight);
   }
 };
 
@@ -84,8 +80,8 @@ Result<size_t> PickWith(std::string_view key,
                         const IdentityTable* table) {
   if (candidates.empty()) return PickError::kEmpty;
   const KeyHash hash(key);
-  const internal::Outcome out =
-      internal::RunTournament<false>(Field{hash, candidates, table});
+  const internal::SearchResult out =
+      internal::ScanAndSearch<false>(CandidateView{hash, candidates, table});
   if (!out.found) return PickError::kNoEligibleCandidates;
   return out.affinity.index;
 }
@@ -93,11 +89,12 @@ Result<size_t> PickWith(std::string_view key,
 }  // namespace
 
 namespace internal {
-Result<size_t> FinishPick(const KeyHash& key,
-                          const std::vector<Candidate>& candidates,
-                          const IdentityTable& table, detail::PassState& pass) {
-  const Outcome out = Finish<false>(Field{key, candidates, &table}, pass,
-                                    nullptr, kScoreMargin);
+Result<size_t> PickAfterPass(const KeyHash& key,
+                             const std::vector<Candidate>& candidates,
+                             const IdentityTable& table,
+                             internal::PassState& pass) {
+  const SearchResult out = Search<false>(CandidateView{key, candidates, &table},
+                                         pass, nullptr, kScoreMargin);
   if (!out.found) return PickError::kNoEligibleCandidates;
   return out.affinity.index;
 }
@@ -131,49 +128,46 @@ Result<std::vector<Rank>> WeightedRendezvous::Ranking(
   return ranks;
 }
 
-uint64_t BoundedLoadRendezvous::Capacity(uint32_t factor_percent,
-                                         uint64_t total_load, uint32_t weight,
-                                         uint32_t total_weight) {
-  // f < 2^32, L + 1 <= 2^64 - 1 and w < 2^32: the product fits in 128 bits.
-  // Usually everything fits in 64 bits, where the division is several times
-  // cheaper than the 128-bit library call; integer division is exact either
-  // way, so both branches give the same ceiling.
+UInt128 BoundedLoadRendezvous::Capacity(uint32_t factor_percent,
+                                        uint64_t total_load, uint32_t weight,
+                                        uint64_t total_weight) {
+  // f < 2^32, L + 1 <= 2^64 - 1 and w < 2^32: the product fits in 128 bits,
+  // and so does 100 W. Usually everything fits in 64 bits, where the
+  // division is several times cheaper than the 128-bit library call;
+  // integer division is exact either way, so both branches give the same
+  // ceiling.
   uint64_t numerator64;
-  if (total_load < UINT32_MAX &&
+  if (total_load < UINT32_MAX && total_weight <= UINT64_MAX / 100 &&
       !__builtin_mul_overflow(uint64_t{factor_percent} * (total_load + 1),
                               uint64_t{weight}, &numerator64)) {
     const uint64_t denominator64 = uint64_t{100} * total_weight;
     return numerator64 / denominator64 +
            (numerator64 % denominator64 != 0 ? 1 : 0);
   }
-  using u128 = unsigned __int128;
-  const u128 numerator =
-      u128{factor_percent} * (u128{total_load} + 1) * u128{weight};
-  const u128 denominator = u128{100} * total_weight;
-  const u128 capacity =
-      numerator / denominator + (numerator % denominator != 0 ? 1 : 0);
-  return capacity > u128{UINT64_MAX} ? UINT64_MAX
-                                     : static_cast<uint64_t>(capacity);
+  const UInt128 numerator =
+      UInt128{factor_percent} * (UInt128{total_load} + 1) * UInt128{weight};
+  const UInt128 denominator = UInt128{100} * total_weight;
+  return numerator / denominator + (numerator % denominator != 0 ? 1 : 0);
 }
 
-Result<Decision> BoundedLoadRendezvous::FinishDecision(
+Result<Decision> BoundedLoadRendezvous::DecideAfterPass(
     const KeyHash& hash, const std::vector<Candidate>& candidates,
     const IdentityTable* table, DecisionScratch& scratch,
-    detail::PassState& pass) const {
+    internal::PassState& pass) const {
   if (pass.total_weight == 0) return PickError::kNoEligibleCandidates;
-  if (pass.total_weight > UINT32_MAX) return PickError::kWeightOverflow;
-  if (pass.load_overflow || pass.total_load == UINT64_MAX) {
-    return PickError::kLoadOverflow;
+  if (const auto error =
+          internal::SumsError(candidates, scratch.loads_.data(), pass)) {
+    return *error;
   }
   const std::vector<uint64_t>& loads = scratch.loads_;
-  const internal::RoomBuffers buffers{scratch.Kept(),
+  const internal::RoomBuffers buffers{scratch.Outputs(),
                                       scratch.survivors_.data()};
   // The affinity owner is the best candidate overall, the selection the best
   // one with room (the first with room in the key's order). A factor >= 100
   // guarantees that one has room.
-  const internal::Outcome out = internal::Finish<true>(
-      Field{hash, candidates, table, loads.data(), factor_percent_,
-            pass.total_load, static_cast<uint32_t>(pass.total_weight)},
+  const internal::SearchResult out = internal::Search<true>(
+      CandidateView{hash, candidates, table, loads.data(), factor_percent_,
+                    pass.total_load, pass.total_weight},
       pass, &buffers, internal::kScoreMargin);
   if (!out.found_room) return PickError::kNoEligibleCandidates;  // unreachable
   const size_t selection = out.selection.index;

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "src/core/candidate_hash.h"
-#include "poise/detail/pass.h"
+#include "poise/internal/pass.h"
 #include "poise/hash.h"
 #include "poise/rendezvous.h"
+#include "src/core/candidate_hash.h"
 
 namespace poise {
 namespace {
@@ -167,11 +167,11 @@ TEST(IdentityTable, VectorLeadEqualsTheScalarLoop) {
     for (int k = 0; k < 250; ++k) {
       const IdentityTable::KeyRow row =
           table.ForKey(KeyHash(RandomBytes(rng, rng() % 20)).state());
-      detail::Leader want = detail::Leader::Empty();
+      internal::LargestZ want = internal::LargestZ::Empty();
       for (const size_t i : eligible) want.Offer(row.Mixed(i), i);
       std::vector<uint64_t> z(n + 8, kUntouched);
       for (uint64_t* out : {z.data(), static_cast<uint64_t*>(nullptr)}) {
-        const detail::Leader got = internal::TableLeadAvx512(
+        const internal::LargestZ got = internal::TableLargestZAvx512(
             row, n, eligible_bits, eligible.size(), out);
         ASSERT_EQ(got.index, want.index) << list << "/" << k;
         ASSERT_EQ(got.z, want.z) << list << "/" << k;
@@ -180,8 +180,8 @@ TEST(IdentityTable, VectorLeadEqualsTheScalarLoop) {
       }
       for (size_t i = 0; i < n; ++i) ASSERT_EQ(z[i], row.Mixed(i)) << i;
       for (size_t i = n; i < z.size(); ++i) ASSERT_EQ(z[i], kUntouched) << i;
-      ties += want.index != detail::kNone && want.runner_up == want.z;
-      leads += want.index != detail::kNone;
+      ties += want.index != internal::kNone && want.runner_up == want.z;
+      leads += want.index != internal::kNone;
     }
   }
   EXPECT_GT(ties, 50000u);  // duplicates among the leaders

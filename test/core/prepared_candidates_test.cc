@@ -1,5 +1,5 @@
 // PreparedCandidates against the general path (itself checked against the
-// reference in the other core tests) and the reference: the one- and
+// contract in the other core tests) and the contract: the one- and
 // two-weight short paths must give the same owner, the same decision and the
 // same errors, and sample each eligible load exactly once, on every input.
 #include "poise/prepared_candidates.h"
@@ -14,11 +14,13 @@
 
 #include "poise/identity_table.h"
 #include "poise/rendezvous.h"
-#include "reference.h"
+#include "src/core/contract.h"
 #include "test_util.h"
 
 namespace poise {
 namespace {
+
+using Path = PreparedCandidates::Path;
 
 std::shared_ptr<const IdentityTable> TableOf(
     const std::vector<Candidate>& candidates) {
@@ -86,8 +88,8 @@ TEST_P(PreparedByKernel, EqualsTheGeneralPathOnRandomLists) {
     }
     const PreparedCandidates prepared(candidates, TableOf(candidates));
     const IdentityTable& table = prepared.table();
-    short_lists += prepared.one_weight();
-    two_weight_lists += prepared.two_weights();
+    short_lists += prepared.path() == Path::kOneWeight;
+    two_weight_lists += prepared.path() == Path::kTwoWeights;
     // Saturation from none to most: about `busy` of the members are full.
     const auto factor = static_cast<uint32_t>(100 + rng() % 120);
     const auto bounded = *BoundedLoadRendezvous::Create(factor);
@@ -129,8 +131,8 @@ TEST_P(PreparedByKernel, EqualsTheGeneralPathOnRandomLists) {
         EXPECT_EQ(routed.value().selection, got.value().selection);
         EXPECT_EQ(routed.value().spilled, got.value().spilled);
         // Duplicates tie on z: not decisive, so everyone is sampled.
-        const bool lazy = (prepared.one_weight() || prepared.two_weights()) &&
-                          !duplicates && loads[got.value().affinity] == 0;
+        const bool lazy = prepared.path() != Path::kGeneral && !duplicates &&
+                          loads[got.value().affinity] == 0;
         size_t total_sampled = 0;
         for (size_t i = 0; i < n; ++i) {
           ASSERT_LE(sampled[i], candidates[i].IsEligible() ? 1 : 0) << i;
@@ -155,31 +157,30 @@ TEST_P(PreparedByKernel, EqualsTheGeneralPathOnRandomLists) {
 
 // The short paths against the contract itself (not only the general path),
 // on one-weight and two-weight lists with unequal loads.
-TEST_P(PreparedByKernel, ShortPathAnswersAreTheReferences) {
+TEST_P(PreparedByKernel, ShortPathAnswersAreTheContracts) {
   std::mt19937_64 rng(7);
   for (int list = 0; list < 200; ++list) {
     const bool two = list % 2 == 1;
     const std::string name = "backend-" + std::to_string(list);
-    std::vector<reference::Backend> backends =
+    std::vector<contract::Backend> backends =
         two ? test_util::Backends({5, 5, 3, 5, 5, 3, 3, 5, 5, 5, 3, 5}, name)
             : test_util::Backends({5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}, name);
     for (auto& b : backends) b.load = rng() % 4;
     const std::vector<Candidate> candidates = test_util::View(backends);
     const PreparedCandidates prepared(candidates, TableOf(candidates));
-    ASSERT_EQ(prepared.one_weight(), !two);
-    ASSERT_EQ(prepared.two_weights(), two);
+    ASSERT_EQ(prepared.path(), two ? Path::kTwoWeights : Path::kOneWeight);
     const auto bounded = *BoundedLoadRendezvous::Create(125);
     DecisionScratch scratch;
     for (int k = 0; k < 50; ++k) {
       const std::string key = std::to_string(rng());
-      const auto want = reference::Decide(key, backends, 125);
-      ASSERT_TRUE(want.has_value());
-      ASSERT_EQ(prepared.Pick(key).value(), want->affinity);
+      const auto want = contract::Decide(key, backends, 125);
+      ASSERT_TRUE(want.ok());
+      ASSERT_EQ(prepared.Pick(key).value(), want.value().affinity);
       const Result<Decision> got = prepared.Decide(
           bounded, key, [&](size_t i) { return backends[i].load; }, scratch);
       ASSERT_TRUE(got.ok());
-      EXPECT_EQ(got.value().affinity, want->affinity);
-      EXPECT_EQ(got.value().selection, want->selection);
+      EXPECT_EQ(got.value().affinity, want.value().affinity);
+      EXPECT_EQ(got.value().selection, want.value().selection);
     }
   }
 }
@@ -197,8 +198,7 @@ TEST(PreparedCandidates, RouteSamplesTheOthersOnlyForABusyOwner) {
     }
     candidates[3].eligible = false;
     const PreparedCandidates prepared(candidates, TableOf(candidates));
-    ASSERT_EQ(prepared.one_weight(), !two);
-    ASSERT_EQ(prepared.two_weights(), two);
+    ASSERT_EQ(prepared.path(), two ? Path::kTwoWeights : Path::kOneWeight);
     const auto bounded = *BoundedLoadRendezvous::Create(150);
     DecisionScratch scratch;
     const size_t owner = prepared.Pick("tenant-7").value();
@@ -231,25 +231,46 @@ TEST(PreparedCandidates, RouteSamplesTheOthersOnlyForABusyOwner) {
 
 TEST(PreparedCandidates, ShortPathsOnlyForListsThatFit) {
   const std::vector<Candidate> equal = {{"a", 3}, {"b", 3}, {"c", 7, false}};
-  EXPECT_TRUE(PreparedCandidates(equal, TableOf(equal)).one_weight());
-  EXPECT_FALSE(PreparedCandidates(equal, TableOf(equal)).two_weights());
+  EXPECT_EQ(PreparedCandidates(equal, TableOf(equal)).path(), Path::kOneWeight);
   const std::vector<Candidate> mixed = {{"a", 3}, {"b", 4}, {"c", 0}};
-  EXPECT_FALSE(PreparedCandidates(mixed, TableOf(mixed)).one_weight());
-  EXPECT_TRUE(PreparedCandidates(mixed, TableOf(mixed)).two_weights());
+  EXPECT_EQ(PreparedCandidates(mixed, TableOf(mixed)).path(),
+            Path::kTwoWeights);
   const std::vector<Candidate> three = {{"a", 3}, {"b", 4}, {"c", 5}};
-  EXPECT_FALSE(PreparedCandidates(three, TableOf(three)).one_weight());
-  EXPECT_FALSE(PreparedCandidates(three, TableOf(three)).two_weights());
-  // Weights summing past 2^32 - 1: the general path reports the overflow.
+  EXPECT_EQ(PreparedCandidates(three, TableOf(three)).path(), Path::kGeneral);
+  // Weights summing past 2^32 - 1 sum in 64 bits, as in poise-core: the
+  // short paths serve them, and answer as the general path and the contract.
   const std::vector<Candidate> heavy = {{"a", 3000000000u}, {"b", 3000000000u}};
   const PreparedCandidates prepared_heavy(heavy, TableOf(heavy));
-  EXPECT_FALSE(prepared_heavy.one_weight());
-  EXPECT_FALSE(prepared_heavy.two_weights());
-  DecisionScratch scratch;
+  EXPECT_EQ(prepared_heavy.path(), PreparedCandidates::Path::kOneWeight);
+  const std::vector<Candidate> heavy_two = {{"a", 3000000000u},
+                                            {"b", 4000000000u}};
+  const PreparedCandidates prepared_heavy_two(heavy_two, TableOf(heavy_two));
+  EXPECT_EQ(prepared_heavy_two.path(), PreparedCandidates::Path::kTwoWeights);
+  DecisionScratch scratch_a, scratch_b;
   const auto bounded = *BoundedLoadRendezvous::Create(150);
-  const Result<Decision> d = prepared_heavy.Decide(
-      bounded, "k", [](size_t) { return 0; }, scratch);
-  ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.error(), PickError::kWeightOverflow);
+  for (const PreparedCandidates* p : {&prepared_heavy, &prepared_heavy_two}) {
+    std::vector<contract::Backend> backends;
+    for (const Candidate& c : p->candidates()) {
+      backends.push_back({std::string(c.identity), c.weight, 0, true});
+    }
+    for (uint64_t owner_load : {0, 1, 2}) {
+      for (int k = 0; k < 50; ++k) {
+        const std::string key = "heavy-" + std::to_string(k);
+        const size_t owner = contract::Pick(key, backends).value();
+        backends[owner].load = owner_load;
+        const auto load = [&](size_t i) { return backends[i].load; };
+        const Result<Decision> got = p->Decide(bounded, key, load, scratch_a);
+        ExpectSame(got, bounded.Decide(key, p->candidates(), p->table(), load,
+                                       scratch_b));
+        const auto want = contract::Decide(key, backends, 150);
+        ASSERT_TRUE(got.ok() && want.ok());
+        EXPECT_EQ(got.value().selection, want.value().selection);
+        EXPECT_TRUE(got.value().selected_capacity ==
+                    want.value().selected_capacity);
+        backends[owner].load = 0;
+      }
+    }
+  }
 }
 
 TEST(PreparedCandidates, ErrorsAreTheGeneralPaths) {
@@ -270,7 +291,7 @@ TEST(PreparedCandidates, ErrorsAreTheGeneralPaths) {
   const std::vector<Candidate> two = {{"a", 1}, {"b", 1}};
   const std::vector<Candidate> three = {{"a", 1}, {"b", 1}, {"c", 1}};
   const PreparedCandidates mismatched(two, TableOf(three));
-  EXPECT_FALSE(mismatched.one_weight());
+  EXPECT_EQ(mismatched.path(), Path::kGeneral);
   EXPECT_EQ(mismatched.Pick("k").error(), PickError::kTableMismatch);
   EXPECT_EQ(mismatched.Decide(bounded, "k", idle, scratch).error(),
             PickError::kTableMismatch);
@@ -278,7 +299,7 @@ TEST(PreparedCandidates, ErrorsAreTheGeneralPaths) {
   EXPECT_EQ(untabled.Pick("k").error(), PickError::kTableMismatch);
   // Loads summing past 2^64 - 1 on the short path.
   const PreparedCandidates prepared(two, TableOf(two));
-  ASSERT_TRUE(prepared.one_weight());
+  ASSERT_EQ(prepared.path(), Path::kOneWeight);
   const Result<Decision> d = prepared.Decide(
       bounded, "k", [](size_t) { return UINT64_MAX / 2 + 1; }, scratch);
   ASSERT_FALSE(d.ok());

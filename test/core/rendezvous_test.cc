@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "reference.h"
+#include "src/core/contract.h"
 #include "test_util.h"
 
 namespace poise {
@@ -40,14 +40,14 @@ TEST(WeightedRendezvous, Errors) {
 TEST(WeightedRendezvous, MatchesReferenceOrder) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 2000; ++trial) {
-    std::vector<reference::Backend> b;
+    std::vector<contract::Backend> b;
     const size_t n = 1 + rng() % 12;
     for (size_t i = 0; i < n; ++i) {
       b.push_back({"id" + std::to_string(rng() % 20),
                    static_cast<uint32_t>(1 + rng() % 5), 0, rng() % 5 != 0});
     }
     const std::string key = "k" + std::to_string(trial);
-    const auto expected = reference::Order(key, b);
+    const auto expected = contract::Order(key, b);
     const auto got = WeightedRendezvous::Ranking(key, View(b));
     ASSERT_EQ(got.ok(), !expected.empty());
     if (!got.ok()) continue;

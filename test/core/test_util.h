@@ -1,5 +1,5 @@
-// Small helpers shared by the core tests: the reference backends as the
-// core's candidates, reference backends from a list of weights, and a fixture
+// Small helpers shared by the core tests: the contract's backends as the
+// core's candidates, contract backends from a list of weights, and a fixture
 // that runs a test once per hashing kernel.
 #ifndef POISE_TEST_CORE_TEST_UTIL_H_
 #define POISE_TEST_CORE_TEST_UTIL_H_
@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "src/core/candidate_hash.h"
 #include "poise/rendezvous.h"
-#include "reference.h"
+#include "src/core/candidate_hash.h"
+#include "src/core/contract.h"
 
 namespace poise::test_util {
 
-// The core's view of the reference backends (identity, weight, eligible).
+// The core's view of the contract's backends (identity, weight, eligible).
 inline std::vector<Candidate> View(
-    const std::vector<reference::Backend>& backends) {
+    const std::vector<contract::Backend>& backends) {
   std::vector<Candidate> out;
   out.reserve(backends.size());
   for (const auto& b : backends) {
@@ -29,9 +29,9 @@ inline std::vector<Candidate> View(
 }
 
 // Eligible, unloaded backends named prefix + index, with these weights.
-inline std::vector<reference::Backend> Backends(
+inline std::vector<contract::Backend> Backends(
     std::initializer_list<uint32_t> weights, const std::string& prefix) {
-  std::vector<reference::Backend> out;
+  std::vector<contract::Backend> out;
   for (uint32_t w : weights) {
     out.push_back({prefix + std::to_string(out.size()), w});
   }

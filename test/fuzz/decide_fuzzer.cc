@@ -1,8 +1,11 @@
 // libFuzzer: the core's BoundedLoadRendezvous::Decide over arbitrary candidate
 // lists, weights, eligibility, loads, factors and keys. Invariants:
-// - an error only where specified (no candidates / none eligible / weight
-//   sum past 2^32-1 / load sum past 2^64-1), and exactly then;
-// - affinity == WeightedRendezvous::Pick (the unconstrained owner);
+// - Decide answers exactly as poise::contract::Decide (src/core/contract.h),
+//   errors included: weights near 2^32 sum past 2^32 - 1 (no error: they
+//   sum in 64 bits), loads near 2^64 overflow or make capacities past
+//   2^64 - 1 (exact, 128 bits);
+// - affinity == WeightedRendezvous::Pick (the unconstrained owner), which
+//   answers as contract::Pick;
 // - the selection is eligible and has room: selected_load < capacity,
 //   with the sampled load and Capacity() recomputed independently;
 // - spilled == (selection != affinity); Decide is deterministic;
@@ -27,6 +30,7 @@
 #include "poise/identity_table.h"
 #include "poise/prepared_candidates.h"
 #include "poise/rendezvous.h"
+#include "src/core/contract.h"
 #include "test/fuzz/fuzz_check.h"
 
 namespace {
@@ -178,7 +182,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(routed.value().spilled == result.value().spilled);
   } else if (routed.ok()) {
     // Only an idle owner, on a short path, skips the load sum.
-    FUZZ_CHECK(prepared.one_weight() || prepared.two_weights());
+    FUZZ_CHECK(prepared.path() != poise::PreparedCandidates::Path::kGeneral);
     FUZZ_CHECK(result.error() == poise::PickError::kLoadOverflow);
     FUZZ_CHECK(owner.ok() && routed.value().affinity == owner.value());
     FUZZ_CHECK(routed.value().selection == owner.value());
@@ -186,26 +190,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     FUZZ_CHECK(routed.error() == result.error());
   }
-  if (n == 0) {
-    FUZZ_CHECK(!result.ok() && result.error() == poise::PickError::kEmpty);
+  // The contract, errors included.
+  std::vector<poise::contract::Backend> backends(n);
+  for (size_t i = 0; i < n; ++i) {
+    backends[i] = {ids[i], candidates[i].weight, loads[i],
+                   candidates[i].eligible};
+  }
+  const auto expected = poise::contract::Decide(key, backends, factor);
+  FUZZ_CHECK(expected.ok() == result.ok());
+  const auto expected_owner = poise::contract::Pick(key, backends);
+  FUZZ_CHECK(expected_owner.ok() == owner.ok());
+  if (owner.ok()) FUZZ_CHECK(owner.value() == expected_owner.value());
+  if (!result.ok()) {
+    FUZZ_CHECK(result.error() == expected.error());
+    if (n == 0) FUZZ_CHECK(result.error() == poise::PickError::kEmpty);
+    if (n != 0 && eligible == 0) {
+      FUZZ_CHECK(result.error() == poise::PickError::kNoEligibleCandidates);
+    }
+    // Below 2^32 candidates, weights never overflow 64 bits.
+    if (eligible != 0) FUZZ_CHECK(load_past);
     return 0;
   }
-  if (eligible == 0) {
-    FUZZ_CHECK(!result.ok() &&
-               result.error() == poise::PickError::kNoEligibleCandidates);
-    return 0;
-  }
-  if (total_weight > UINT32_MAX) {
-    FUZZ_CHECK(!result.ok() &&
-               result.error() == poise::PickError::kWeightOverflow);
-    // WeightedRendezvous::Pick needs no weight sum and still answers.
-    return 0;
-  }
-  if (load_past) {
-    FUZZ_CHECK(!result.ok() &&
-               result.error() == poise::PickError::kLoadOverflow);
-    return 0;
-  }
+  FUZZ_CHECK(!load_past);
+  const poise::contract::Decision& want = expected.value();
+  FUZZ_CHECK(result.value().affinity == want.affinity);
+  FUZZ_CHECK(result.value().selection == want.selection);
+  FUZZ_CHECK(result.value().selected_load == want.selected_load);
+  FUZZ_CHECK(result.value().selected_capacity == want.selected_capacity);
   FUZZ_CHECK(result.ok());
   FUZZ_CHECK(owner.ok());
   const poise::Decision& d = result.value();
@@ -213,9 +224,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(d.selection < n && candidates[d.selection].IsEligible());
   FUZZ_CHECK(d.spilled == (d.selection != d.affinity));
   FUZZ_CHECK(d.selected_load == loads[d.selection]);
-  const uint64_t capacity = poise::BoundedLoadRendezvous::Capacity(
-      factor, total_load, candidates[d.selection].weight,
-      static_cast<uint32_t>(total_weight));
+  const poise::UInt128 capacity = poise::BoundedLoadRendezvous::Capacity(
+      factor, total_load, candidates[d.selection].weight, total_weight);
   FUZZ_CHECK(d.selected_capacity == capacity);
   FUZZ_CHECK(d.selected_load < d.selected_capacity);
   // Every candidate ranked before the selection was full.
@@ -224,9 +234,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(ranking.value().front().index == d.affinity);
   for (const poise::Rank& r : ranking.value()) {
     if (r.index == d.selection) break;
-    FUZZ_CHECK(loads[r.index] >= poise::BoundedLoadRendezvous::Capacity(
-                                     factor, total_load, r.weight,
-                                     static_cast<uint32_t>(total_weight)));
+    FUZZ_CHECK(loads[r.index] >=
+               poise::BoundedLoadRendezvous::Capacity(factor, total_load,
+                                                      r.weight, total_weight));
   }
   // Deterministic.
   const auto again = policy->Decide(

@@ -67,6 +67,16 @@ std::string Hex(uint64_t value) {
   return text;
 }
 
+// The decimal digits of a capacity: a JSON integer of any size.
+std::string Decimal(poise::UInt128 value) {
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), static_cast<char>('0' + value % 10));
+    value /= 10;
+  } while (value != 0);
+  return digits;
+}
+
 uint64_t Bits(double value) {
   uint64_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
@@ -158,7 +168,7 @@ int Run(int argc, char** argv) {
   }
   const auto ranking = poise::WeightedRendezvous::Ranking(key, candidates);
   uint64_t total_load = 0;
-  uint32_t total_weight = 0;
+  uint64_t total_weight = 0;
   for (const Backend& b : backends) {
     total_load += b.load;  // Decide proved neither sum overflows
     total_weight += b.weight;
@@ -168,22 +178,23 @@ int Run(int argc, char** argv) {
   std::printf(
       "{\"key\":%s,\"factor\":%u,\"affinity\":%s,\"selection\":%s,"
       "\"spilled\":%s,\"selected_load\":%" PRIu64
-      ",\"selected_capacity\":%" PRIu64 ",\"ranking\":[",
+      ",\"selected_capacity\":%s,\"ranking\":[",
       JsonString(key).c_str(), factor,
       JsonString(backends[d.affinity].identity).c_str(),
       JsonString(backends[d.selection].identity).c_str(),
-      d.spilled ? "true" : "false", d.selected_load, d.selected_capacity);
+      d.spilled ? "true" : "false", d.selected_load,
+      Decimal(d.selected_capacity).c_str());
   const char* separator = "";
   for (const poise::Rank& r : ranking.value()) {
     const Backend& b = backends[r.index];
     std::printf(
         "%s{\"identity\":%s,\"weight\":%u,\"load\":%" PRIu64
-        ",\"hash\":%s,\"score\":%.17g,\"score_bits\":%s,\"capacity\":%" PRIu64
-        "}",
+        ",\"hash\":%s,\"score\":%.17g,\"score_bits\":%s,\"capacity\":%s}",
         separator, JsonString(b.identity).c_str(), b.weight, b.load,
         Hex(r.z).c_str(), r.score, Hex(Bits(r.score)).c_str(),
-        poise::BoundedLoadRendezvous::Capacity(factor, total_load, b.weight,
-                                               total_weight));
+        Decimal(poise::BoundedLoadRendezvous::Capacity(factor, total_load,
+                                                       b.weight, total_weight))
+            .c_str());
     separator = ",";
   }
   std::printf("]}\n");

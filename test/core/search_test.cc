@@ -1,21 +1,24 @@
-// Proves the core's fast path (src/core/tournament.h, the candidate-hashing
-// kernels in src/core/candidate_hash*.cc) equal to the plain contract in
-// reference.h, and checks the numeric facts the per-weight shortcut rests on.
+// The owner and room searches (src/core/owner_search.h, room_search.h)
+// against the contract (src/core/contract.h): on synthetic hashes that reach
+// what real keys almost never produce (equal z, equal s, near-ties across
+// weights, more weights than the group table), on real keys with the
+// certification margin widened until the exact fallback runs, and whole
+// decisions (Pick, Decide, with and without an IdentityTable) on random
+// lists, once per hashing kernel.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
+#include <cstdint>
 #include <random>
 #include <string>
+#include <vector>
 
-#include "src/core/candidate_hash.h"
-#include "src/core/tournament.h"
 #include "poise/hash.h"
+#include "poise/identity_table.h"
 #include "poise/rendezvous.h"
-#include "reference.h"
+#include "src/core/contract.h"
+#include "src/core/room_search.h"
 #include "test_util.h"
 
 namespace poise {
@@ -25,84 +28,15 @@ using test_util::View;
 
 constexpr uint64_t kTwo53 = uint64_t{1} << 53;
 
-// LnUnit as a function of s = (z >> 11) + 1, 1 <= s <= 2^53.
-double LnOfS(uint64_t s) { return LnUnit((s - 1) << 11); }
-
-// |LnUnit - ln(s / 2^53)| with an 80-bit long double logarithm.
-double ErrorAt(uint64_t s) {
-  const long double exact = std::log(static_cast<long double>(s)) -
-                            53 * std::log(static_cast<long double>(2));
-  return static_cast<double>(
-      std::fabs(static_cast<long double>(LnOfS(s)) - exact));
-}
-
-// The shortcut's lemma needs 2 * max error < 2^-30; the analysis in
-// tournament.h bounds it by 3e-14. Measured here over every binade boundary
-// neighbourhood and millions of random s.
-TEST(FastPath, LnUnitErrorBoundBacksTheSeparationMargin) {
-  double worst = 0;
-  for (int e = 0; e <= 53; ++e) {
-    const uint64_t edge = uint64_t{1} << e;
-    for (uint64_t d = 0; d < 4096; ++d) {
-      if (edge > d) worst = std::max(worst, ErrorAt(edge - d));
-      if (edge + d <= kTwo53) worst = std::max(worst, ErrorAt(edge + d));
-    }
-  }
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < 3000000; ++i) {
-    const uint64_t s = (rng() >> (11 + rng() % 53)) + 1;
-    worst = std::max(worst, ErrorAt(s));
-  }
-  EXPECT_LT(worst, 1e-13);
-  EXPECT_LT(2 * worst, std::ldexp(1.0, -30) / 1000);  // a 1000x margin
-}
-
-// Monotonicity in s, checked on adjacent pairs: exhaustively within 20000 of
-// every binade boundary and on millions of random pairs. The shortcut does
-// not rely on it (it re-ranks near ties exactly), but it documents that the
-// computed logarithm behaves.
-TEST(FastPath, LnUnitIsNonDecreasingOnAdjacentS) {
-  for (int e = 1; e <= 53; ++e) {
-    const uint64_t edge = uint64_t{1} << e;
-    for (uint64_t s = edge > 20000 ? edge - 20000 : 1;
-         s < std::min(edge + 20000, kTwo53); ++s) {
-      ASSERT_LE(LnOfS(s), LnOfS(s + 1)) << s;
-    }
-  }
-  std::mt19937_64 rng(6);
-  for (int i = 0; i < 2000000; ++i) {
-    const uint64_t s = (rng() >> (11 + rng() % 53)) % (kTwo53 - 1) + 1;
-    ASSERT_LE(LnOfS(s), LnOfS(s + 1)) << s;
-  }
-}
-
-// The lemma itself at its edge: the closest separated s never outscores the
-// leader at any weight.
-TEST(FastPath, SeparatedHashesRankAfterTheLeader) {
-  std::mt19937_64 rng(8);
-  for (int i = 0; i < 1000000; ++i) {
-    const uint64_t z_max = rng() >> (rng() % 53);
-    const uint64_t s_max = (z_max >> 11) + 1;
-    const uint64_t gap = (s_max >> 30) + 1 + rng() % 3;
-    if (gap >= s_max) continue;
-    const uint64_t z = ((s_max - gap - 1) << 11) | (rng() & 0x7ff);
-    ASSERT_TRUE(internal::Separated(z_max, z));
-    const uint32_t w = 1 + static_cast<uint32_t>(rng() % 1000);
-    const Rank leader{Score(z_max, w), z_max, w, 1};
-    const Rank other{Score(z, w), z, w, 0};
-    ASSERT_TRUE(leader.Precedes(other)) << z_max << " " << z;
-  }
-}
-
-// The tournament on synthetic hashes, to reach what real keys almost never
+// The searches on synthetic hashes, to reach what real keys almost never
 // produce: equal z, equal s with different z, s just inside and just outside
 // the separation margin, more weights than the group table, ties in score.
-struct SyntheticField {
+struct SyntheticCandidates {
   std::vector<uint64_t> z;
   std::vector<uint32_t> weights;
   std::vector<bool> ok;
   std::vector<uint64_t> loads;
-  std::vector<uint64_t> caps;  // by weight, via capacity()
+  std::vector<UInt128> caps;  // by weight, via capacity()
 
   size_t size() const { return z.size(); }
   bool eligible(size_t i) const { return ok[i]; }
@@ -112,36 +46,37 @@ struct SyntheticField {
   }
   uint64_t Z(size_t i) const { return z[i]; }
   uint64_t load(size_t i) const { return loads[i]; }
-  uint64_t capacity(uint32_t w) const { return caps[w]; }
+  UInt128 capacity(uint32_t w) const { return caps[w]; }
   internal::RoomTest room_test(uint32_t w) const { return {caps[w], 1}; }
 };
 
-// The bounded tournament on `f` with its room buffers; a small `quota` makes
+// Both searches, bounded, on `f` with their room buffers; a small `quota` makes
 // most candidates miss the survivor threshold (more full room scans).
-internal::Outcome RunBounded(const SyntheticField& f, size_t quota = 8,
+internal::SearchResult RunBounded(const SyntheticCandidates& f, size_t quota = 8,
                              double margin = internal::kScoreMargin) {
   std::vector<uint64_t> z(f.size());
   std::vector<uint64_t> loads(f.size());
   std::vector<size_t> survivors(f.size());
   const internal::RoomBuffers buffers{
       {z.data(), loads.data()}, survivors.data(), quota};
-  return internal::RunTournament<true>(f, &buffers, margin);
+  return internal::ScanAndSearch<true>(f, &buffers, margin);
 }
 
-// The contract's order by brute force with the oracle's logarithm.
-bool RefPrecedes(const SyntheticField& f, size_t a, size_t b) {
-  const double sa = -reference::LnU(f.z[a]) / f.weights[a];
-  const double sb = -reference::LnU(f.z[b]) / f.weights[b];
+// The contract's order by brute force with the contract's logarithm.
+bool RefPrecedes(const SyntheticCandidates& f, size_t a, size_t b) {
+  const double sa = -contract::LnU(f.z[a]) / f.weights[a];
+  const double sb = -contract::LnU(f.z[b]) / f.weights[b];
   if (sa != sb) return sa < sb;
   if (f.z[a] != f.z[b]) return f.z[a] > f.z[b];
   if (f.weights[a] != f.weights[b]) return f.weights[a] > f.weights[b];
   return a < b;
 }
 
-// Both tournaments on `f` against brute force over RefPrecedes: the best
-// candidate, the best with room, and the unbounded tournament's best.
-// Returns the bounded tournament's outcome (callers count fallbacks).
-internal::Outcome ExpectTournamentMatchesBruteForce(const SyntheticField& f,
+// The bounded and the unbounded search on `f` against brute force over
+// RefPrecedes: the best candidate, the best with room, and the unbounded
+// search's best. Returns the bounded search's result (callers count
+// fallbacks).
+internal::SearchResult ExpectSearchMatchesBruteForce(const SyntheticCandidates& f,
                                                     int trial,
                                                     size_t quota = 8) {
   const auto out = RunBounded(f, quota);
@@ -162,7 +97,7 @@ internal::Outcome ExpectTournamentMatchesBruteForce(const SyntheticField& f,
   if (out.found_room) {
     EXPECT_EQ(out.selection.index, best_room) << trial;
   }
-  const auto unbounded = internal::RunTournament<false>(f);
+  const auto unbounded = internal::ScanAndSearch<false>(f);
   EXPECT_EQ(unbounded.found, out.found) << trial;
   if (out.found) {
     EXPECT_EQ(unbounded.affinity.index, best) << trial;
@@ -170,11 +105,11 @@ internal::Outcome ExpectTournamentMatchesBruteForce(const SyntheticField& f,
   return out;
 }
 
-TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
+TEST(Search, MatchesBruteForceOnNearTies) {
   std::mt19937_64 rng(13);
   size_t room_scans = 0;
   for (int trial = 0; trial < 200000; ++trial) {
-    SyntheticField f;
+    SyntheticCandidates f;
     const size_t n = 1 + rng() % (trial % 50 == 0 ? 300 : 24);
     const uint32_t distinct = 1 + static_cast<uint32_t>(rng() % 12);
     const uint64_t base = rng() >> (rng() % 60);
@@ -206,7 +141,7 @@ TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
     // Quotas 1 and 4 put most lists past the survivor threshold.
     constexpr size_t kQuotas[] = {1, 4, 16};
     const auto out =
-        ExpectTournamentMatchesBruteForce(f, trial, kQuotas[trial % 3]);
+        ExpectSearchMatchesBruteForce(f, trial, kQuotas[trial % 3]);
     room_scans += out.room_scans;
     ASSERT_FALSE(::testing::Test::HasFailure()) << trial;
   }
@@ -215,13 +150,13 @@ TEST(FastPath, TournamentMatchesBruteForceOnNearTies) {
 
 // Step 2 of the room search: a weight's only survivor with room leads its
 // survivors, but a member just under the threshold may have the same s. The
-// tournament must not call that leader decisive (it cannot see the members
+// search must not call that largest z clear (it cannot see the members
 // below the threshold), so the weight is re-ranked exactly.
-TEST(FastPath, SurvivorLeaderNearTheThresholdIsReRanked) {
+TEST(Search, SurvivorLeaderNearTheThresholdIsReRanked) {
   constexpr size_t kN = 100;
   const uint64_t threshold = internal::SurvivorThreshold(kN, 8);
   ASSERT_GT(threshold, 0u);
-  SyntheticField f;
+  SyntheticCandidates f;
   f.caps = {0, 1};
   for (size_t i = 0; i < kN; ++i) {
     f.z.push_back(i);  // far below the threshold, and no room
@@ -251,11 +186,11 @@ TEST(FastPath, SurvivorLeaderNearTheThresholdIsReRanked) {
 // weight-2 member just under the threshold, with room, beats the weight-1
 // survivor with room by less than the certification margin: the weight must
 // be searched again, not dropped.
-TEST(FastPath, UnresolvedWeightNearATieIsSearchedNotDropped) {
+TEST(Search, UnresolvedWeightNearATieIsSearchedNotDropped) {
   constexpr size_t kN = 40;
   const uint64_t threshold = internal::SurvivorThreshold(kN, 8);
   ASSERT_GT(threshold, 0u);
-  SyntheticField f;
+  SyntheticCandidates f;
   f.caps = {0, 1, 1};
   for (size_t i = 0; i < kN; ++i) {
     f.z.push_back(i);  // far below the threshold, no room
@@ -279,7 +214,7 @@ TEST(FastPath, UnresolvedWeightNearATieIsSearchedNotDropped) {
     if (RefPrecedes(f, b, a)) break;
   }
   ASSERT_GE(f.z[a], threshold);
-  const double gap = -reference::LnU(f.z[a]) - -reference::LnU(f.z[b]) / 2;
+  const double gap = -contract::LnU(f.z[a]) - -contract::LnU(f.z[b]) / 2;
   ASSERT_LT(gap, 4 * internal::kScoreMargin);  // inside the margin
   const auto out = RunBounded(f);
   EXPECT_EQ(out.affinity.index, owner);
@@ -287,22 +222,22 @@ TEST(FastPath, UnresolvedWeightNearATieIsSearchedNotDropped) {
   EXPECT_GE(out.room_scans, 1u);
 }
 
-// Leader::Offer stands a refused entry in as z = 0, which never leads; a
+// LargestZ::Offer stands a refused entry in as z = 0, which never leads; a
 // taken z = 0 cannot lead either, so a group whose taken entries all have
 // z = 0 keeps index kNone and must fall back to the exact re-rank. Lists
 // full of z = 0 (and tiny z) with and without room, against brute force;
 // the fallback must actually run.
-TEST(FastPath, ZeroHashesFallBackToTheExactRerank) {
-  internal::Leader l = internal::Leader::Empty();
+TEST(Search, ZeroHashesFallBackToTheExactRerank) {
+  internal::LargestZ l = internal::LargestZ::Empty();
   l.Offer(0, 3, true);
   l.Offer(5, 4, false);
   EXPECT_EQ(l.index, internal::kNone);
   EXPECT_EQ(l.count, 1u);
-  EXPECT_FALSE(internal::Decisive(l));
+  EXPECT_FALSE(internal::ClearOfRunnerUp(l));
   std::mt19937_64 rng(29);
   size_t fallbacks = 0;
   for (int trial = 0; trial < 100000; ++trial) {
-    SyntheticField f;
+    SyntheticCandidates f;
     const size_t n = 1 + rng() % 12;
     f.caps = {0, 1, 1, 1};
     for (size_t i = 0; i < n; ++i) {
@@ -312,90 +247,10 @@ TEST(FastPath, ZeroHashesFallBackToTheExactRerank) {
       f.ok.push_back(rng() % 5 != 0);
       f.loads.push_back(rng() % 2);
     }
-    fallbacks += ExpectTournamentMatchesBruteForce(f, trial).exact_scores > 0;
+    fallbacks += ExpectSearchMatchesBruteForce(f, trial).exact_scores > 0;
     ASSERT_FALSE(::testing::Test::HasFailure()) << trial;
   }
   EXPECT_GT(fallbacks, 0u);
-}
-
-// The cross-weight comparison's margin (tournament.h): the approximate score
-// must stay within kScoreMargin of the contract's Score for every z and
-// weight. Measured over every binade's edges and millions of random s (all
-// binades), at weights 1..2^32-1; asserted with a 10x margin.
-TEST(FastPath, ApproxScoreErrorIsWellInsideTheMargin) {
-  const long double ln2 = std::log(static_cast<long double>(2));
-  EXPECT_LE(std::fabs(static_cast<long double>(internal::k53Ln2) - 53 * ln2),
-            std::ldexp(1.0L, -48));
-  double worst = 0;
-  auto check = [&](uint64_t s, uint32_t w) {
-    const uint64_t z = (s - 1) << 11;
-    worst =
-        std::max(worst, std::fabs(internal::ApproxScore(z, w) - Score(z, w)));
-  };
-  for (int e = 0; e <= 53; ++e) {
-    const uint64_t edge = uint64_t{1} << e;
-    for (uint64_t d = 0; d < 2048; ++d) {
-      if (edge > d) check(edge - d, 1);
-      if (edge + d <= kTwo53) check(edge + d, 1);
-    }
-  }
-  std::mt19937_64 rng(41);
-  for (int i = 0; i < 4000000; ++i) {
-    const uint64_t s = (rng() >> (11 + rng() % 53)) + 1;
-    const auto w = static_cast<uint32_t>(
-        i % 4 == 0 ? 1 : 1 + rng() % (uint64_t{1} << (1 + rng() % 32)));
-    check(s, w);
-  }
-  std::printf("max |ApproxScore - Score| = %.3g (margin %.3g)\n", worst,
-              internal::kScoreMargin);
-  EXPECT_LT(worst, internal::kScoreMargin / 10);
-}
-
-// The brackets Contest() tries first (tournament.h): the contract's Score
-// must lie within [lo - E, hi + E] for an E well inside the margin, for
-// every z and weight, and the bounds must be tight where leaders live
-// (small x) and finite down to u = 1/8.
-TEST(FastPath, ScoreBracketHoldsTheContractScore) {
-  double worst = 0;  // how far outside its bracket a score fell
-  double widest_small_x = 0;
-  auto check = [&](uint64_t s, uint32_t w) {
-    const uint64_t z = (s - 1) << 11;
-    const internal::Bracket b = internal::ScoreBracket(z, w);
-    const double score = Score(z, w);
-    ASSERT_LE(b.lo, b.hi) << s << " " << w;
-    worst = std::max({worst, b.lo - score, score - b.hi});
-    const bool u_at_least_an_eighth = s >= (kTwo53 >> 3);
-    ASSERT_EQ(std::isfinite(b.hi), u_at_least_an_eighth) << s;
-    if (s >= kTwo53 - kTwo53 / 10 && s < kTwo53) {  // 0 < x <= 0.1
-      widest_small_x = std::max(widest_small_x, (b.hi - b.lo) / b.lo);
-    }
-  };
-  for (int e = 0; e <= 53; ++e) {
-    const uint64_t edge = uint64_t{1} << e;
-    for (uint64_t d = 0; d < 2048; ++d) {
-      if (edge > d) check(edge - d, 1);
-      if (edge + d <= kTwo53) check(edge + d, 1);
-    }
-  }
-  // Around u = 1/8 and u = 1/2, where the bounds change form or widen.
-  for (const uint64_t mid : {kTwo53 >> 3, kTwo53 >> 1}) {
-    for (uint64_t d = 0; d < 4096; ++d) check(mid - 2048 + d, 3);
-  }
-  std::mt19937_64 rng(43);
-  for (int i = 0; i < 4000000; ++i) {
-    // Half the draws near u = 1 (x uniform below 2^-k), like leaders.
-    const uint64_t s = i % 2 == 0 ? kTwo53 - (rng() >> (11 + rng() % 53))
-                                  : (rng() >> (11 + rng() % 53)) + 1;
-    const auto w = static_cast<uint32_t>(
-        i % 4 == 0 ? 1 : 1 + rng() % (uint64_t{1} << (1 + rng() % 32)));
-    check(std::max<uint64_t>(s, 1), w);
-  }
-  std::printf(
-      "max distance of Score outside its bracket = %.3g (margin %.3g);"
-      " widest bracket at x <= 0.1: %.3g relative\n",
-      worst, internal::kScoreMargin, widest_small_x);
-  EXPECT_LT(worst, internal::kScoreMargin / 10);
-  EXPECT_LT(widest_small_x, 1e-4);
 }
 
 // s_b whose score at weight wb is as close as possible to s_a's at wa:
@@ -413,7 +268,7 @@ uint64_t Partner(uint64_t s_a, uint32_t wa, uint32_t wb) {
 // or not at all (then the z, weight and index rules decide). The
 // approximation cannot order them, so the exact fallback runs; the result
 // must equal the brute-force contract order.
-TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
+TEST(Search, CrossWeightNearTiesFallBackToTheContract) {
   std::mt19937_64 rng(43);
   size_t near_ties = 0, exact_ties = 0;
   const uint32_t pairs[][2] = {{1, 2}, {2, 1},   {1, 3}, {2, 3},
@@ -425,7 +280,7 @@ TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
                      (0.25 + static_cast<double>(rng() % 1000) / 1000.0);
     const auto s_a = static_cast<uint64_t>(std::ldexp(std::exp(u), 53));
     const uint64_t centre = Partner(s_a, pw[0], pw[1]);
-    SyntheticField f;
+    SyntheticCandidates f;
     f.caps.assign(1001, 0);
     auto add = [&](uint64_t s, uint32_t w) {
       f.z.push_back(((s - 1) << 11) | (rng() & 0x7ff));
@@ -454,8 +309,8 @@ TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
     for (size_t i = 0; i < n; ++i) {
       for (size_t j = i + 1; j < n; ++j) {
         exact_ties += f.weights[i] != f.weights[j] &&
-                      -reference::LnU(f.z[i]) / f.weights[i] ==
-                          -reference::LnU(f.z[j]) / f.weights[j];
+                      -contract::LnU(f.z[i]) / f.weights[i] ==
+                          -contract::LnU(f.z[j]) / f.weights[j];
       }
     }
     const auto out = RunBounded(f);
@@ -474,10 +329,8 @@ TEST(FastPath, CrossWeightNearTiesFallBackToTheContract) {
       ASSERT_EQ(out.selection.index, best_room) << trial;
       ASSERT_EQ(out.selection_capacity, f.caps[f.weights[best_room]]);
     }
-    ASSERT_EQ(internal::RunTournament<false>(f).affinity.index, best) << trial;
+    ASSERT_EQ(internal::ScanAndSearch<false>(f).affinity.index, best) << trial;
   }
-  std::printf("near-ties settled exactly: %zu; exact cross-weight ties: %zu\n",
-              near_ties, exact_ties);
   EXPECT_GT(near_ties, 10000u);
   EXPECT_GT(exact_ties, 100u);
 }
@@ -501,10 +354,10 @@ std::string Identity(std::mt19937_64& rng, size_t pool) {
 // margin (~1e-12: about one key in 1e11), so this searches a million keys by
 // brute force for the closest cross-weight leader pairs (within 1e-6), then
 // checks those keys through Pick and Decide against the oracle, and through
-// the tournament with the margin widened to 1e-6 (sound: any margin above
+// the searches with the margin widened to 1e-6 (sound: any margin above
 // the error bound is), which forces the exact fallback on real hashes.
-TEST(FastPath, RealKeyNearTiesMatchReference) {
-  std::vector<reference::Backend> b;
+TEST(Search, RealKeyNearTiesMatchTheContract) {
+  std::vector<contract::Backend> b;
   b.reserve(10);
   for (int i = 0; i < 10; ++i) {
     b.push_back({"10.0.0." + std::to_string(i + 1) + ":8080",
@@ -523,24 +376,23 @@ TEST(FastPath, RealKeyNearTiesMatchReference) {
     }
     if (std::fabs(best[1] - best[2]) < kWide) found.push_back(key);
   }
-  std::printf("real keys with cross-weight leaders within %g: %zu\n", kWide,
-              found.size());
   ASSERT_GE(found.size(), 3u);
   DecisionScratch scratch;
   size_t near_ties = 0;
   for (const std::string& key : found) {
-    const auto order = reference::Order(key, b);
+    const auto order = contract::Order(key, b);
     ASSERT_EQ(WeightedRendezvous::Pick(key, view).value(), order.front().index);
     for (uint32_t factor : {100u, 105u, 150u}) {
-      const auto expected = reference::Decide(key, b, factor);
+      const auto expected = contract::Decide(key, b, factor);
       const auto got = BoundedLoadRendezvous::Create(factor)->Decide(
           key, view, [&](size_t i) { return b[i].load; }, scratch);
-      ASSERT_TRUE(got.ok() && expected.has_value());
-      ASSERT_EQ(got.value().affinity, expected->affinity);
-      ASSERT_EQ(got.value().selection, expected->selection);
-      ASSERT_EQ(got.value().selected_capacity, expected->capacity);
+      ASSERT_TRUE(got.ok() && expected.ok());
+      ASSERT_EQ(got.value().affinity, expected.value().affinity);
+      ASSERT_EQ(got.value().selection, expected.value().selection);
+      ASSERT_EQ(got.value().selected_capacity,
+                expected.value().selected_capacity);
 
-      SyntheticField f;
+      SyntheticCandidates f;
       const KeyHash hash(key);
       uint64_t total = 0;
       for (const auto& x : b) total += x.load;
@@ -556,22 +408,22 @@ TEST(FastPath, RealKeyNearTiesMatchReference) {
       }
       const auto wide = RunBounded(f, 16, kWide);
       near_ties += wide.near_ties;
-      ASSERT_EQ(wide.affinity.index, expected->affinity);
-      ASSERT_EQ(wide.selection.index, expected->selection);
-      ASSERT_EQ(wide.selection_capacity, expected->capacity);
+      ASSERT_EQ(wide.affinity.index, expected.value().affinity);
+      ASSERT_EQ(wide.selection.index, expected.value().selection);
+      ASSERT_EQ(wide.selection_capacity, expected.value().selected_capacity);
     }
   }
   EXPECT_GT(near_ties, 0u);
 }
 
 // The same oracle comparison on random lists, with the margin widened until
-// the fallback runs on most contests (real hashes, all tie rules live).
-TEST(FastPath, WideMarginTournamentMatchesReference) {
+// the fallback runs on most comparisons (real hashes, all tie rules live).
+TEST(Search, WideMarginSearchMatchesTheContract) {
   std::mt19937_64 rng(47);
   size_t near_ties = 0;
   for (int list = 0; list < 20000; ++list) {
     const size_t n = 1 + rng() % 16;
-    std::vector<reference::Backend> b;
+    std::vector<contract::Backend> b;
     for (size_t i = 0; i < n; ++i) {
       b.push_back({Identity(rng, n + 2), 1 + static_cast<uint32_t>(rng() % 4),
                    rng() % 5, rng() % 8 != 0});
@@ -579,15 +431,15 @@ TEST(FastPath, WideMarginTournamentMatchesReference) {
     std::string key(rng() % 24, '\0');
     for (char& c : key) c = static_cast<char>(rng());
     const uint32_t factor = 100 + static_cast<uint32_t>(rng() % 100);
-    const auto expected = reference::Decide(key, b, factor);
+    const auto expected = contract::Decide(key, b, factor);
     uint64_t total = 0;
-    uint32_t total_weight = 0;
+    uint64_t total_weight = 0;
     for (const auto& x : b) {
       if (!x.eligible) continue;
       total += x.load;
       total_weight += x.weight;
     }
-    SyntheticField f;
+    SyntheticCandidates f;
     const KeyHash hash(key);
     f.caps.assign(5, 0);
     for (uint32_t w = 1; w <= 4 && total_weight != 0; ++w) {
@@ -602,18 +454,18 @@ TEST(FastPath, WideMarginTournamentMatchesReference) {
     }
     const auto out = RunBounded(f, 16, 0.5);
     near_ties += out.near_ties;
-    ASSERT_EQ(out.found, expected.has_value());
+    ASSERT_EQ(out.found, expected.ok());
     if (!out.found) continue;
-    ASSERT_EQ(out.affinity.index, expected->affinity) << list;
-    ASSERT_EQ(out.selection.index, expected->selection) << list;
-    ASSERT_EQ(out.selection_capacity, expected->capacity) << list;
+    ASSERT_EQ(out.affinity.index, expected.value().affinity) << list;
+    ASSERT_EQ(out.selection.index, expected.value().selection) << list;
+    ASSERT_EQ(out.selection_capacity, expected.value().selected_capacity)
+        << list;
   }
-  std::printf("contests settled exactly with margin 0.5: %zu\n", near_ties);
   EXPECT_GT(near_ties, 5000u);
 }
 
 // Real keys and identities: Pick and Decide, hashing the identities and
-// through an IdentityTable, against reference::Order and reference::Decide.
+// through an IdentityTable, against contract::Order and contract::Decide.
 // Each candidate list serves several keys.
 void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
   std::mt19937_64 rng(seed);
@@ -621,7 +473,7 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
   for (int list = 0; list < lists; ++list) {
     const size_t n = 1 + rng() % max_n;
     const uint32_t distinct = 1 + static_cast<uint32_t>(rng() % 11);
-    std::vector<reference::Backend> b;
+    std::vector<contract::Backend> b;
     for (size_t i = 0; i < n; ++i) {
       b.push_back({Identity(rng, n + n / 4 + 1),  // some duplicates
                    1 + static_cast<uint32_t>(rng() % distinct) * 3, rng() % 6,
@@ -632,7 +484,7 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
     for (int k = 0; k < keys_each; ++k) {
       std::string key(rng() % 40, '\0');
       for (char& c : key) c = static_cast<char>(rng());
-      const auto order = reference::Order(key, b);
+      const auto order = contract::Order(key, b);
       const auto pick = WeightedRendezvous::Pick(key, view);
       const auto table_pick = WeightedRendezvous::Pick(key, view, table);
       ASSERT_EQ(pick.ok(), !order.empty());
@@ -642,19 +494,21 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
       ASSERT_EQ(table_pick.value(), order.front().index) << list << "/" << k;
 
       const uint32_t factor = 100 + static_cast<uint32_t>(rng() % 150);
-      const auto expected = reference::Decide(key, b, factor);
-      ASSERT_TRUE(expected.has_value());
+      const auto expected = contract::Decide(key, b, factor);
+      ASSERT_TRUE(expected.ok());
       const auto policy = *BoundedLoadRendezvous::Create(factor);
       const auto load = [&](size_t i) { return b[i].load; };
       for (const auto& got : {policy.Decide(key, view, load, scratch),
                               policy.Decide(key, view, table, load, scratch)}) {
         ASSERT_TRUE(got.ok());
-        ASSERT_EQ(got.value().affinity, expected->affinity);
-        ASSERT_EQ(got.value().selection, expected->selection);
-        ASSERT_EQ(got.value().selected_capacity, expected->capacity);
-        ASSERT_EQ(got.value().selected_load, b[expected->selection].load);
+        ASSERT_EQ(got.value().affinity, expected.value().affinity);
+        ASSERT_EQ(got.value().selection, expected.value().selection);
+        ASSERT_EQ(got.value().selected_capacity,
+                  expected.value().selected_capacity);
+        ASSERT_EQ(got.value().selected_load,
+                  b[expected.value().selection].load);
         ASSERT_EQ(got.value().spilled,
-                  expected->affinity != expected->selection);
+                  expected.value().affinity != expected.value().selection);
       }
     }
   }
@@ -664,39 +518,17 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
 // (the fallback on CPUs without AVX-512) and the AVX-512 one where the CPU
 // has it (what HashCandidates dispatches to there).
 class ByKernel : public test_util::KernelFixture {};
-INSTANTIATE_TEST_SUITE_P(FastPath, ByKernel, test_util::Kernels(),
+INSTANTIATE_TEST_SUITE_P(Search, ByKernel, test_util::Kernels(),
                          test_util::KernelName);
 
-TEST_P(ByKernel, SmallListsMatchReference) {
+TEST_P(ByKernel, SmallListsMatchTheContract) {
   CheckRandomLists(21, 60000, 12, 16);
 }
-TEST_P(ByKernel, MediumListsMatchReference) {
+TEST_P(ByKernel, MediumListsMatchTheContract) {
   CheckRandomLists(22, 3000, 100, 8);
 }
-TEST_P(ByKernel, LargeListsMatchReference) {
+TEST_P(ByKernel, LargeListsMatchTheContract) {
   CheckRandomLists(23, 60, 1000, 4);
-}
-
-// Capacity's 64-bit shortcut against the 128-bit formula, around the edge
-// where it hands over.
-TEST(FastPath, CapacityShortcutEqualsWideFormula) {
-  std::mt19937_64 rng(31);
-  for (int i = 0; i < 1000000; ++i) {
-    const auto f =
-        static_cast<uint32_t>(100 + rng() % (i % 2 ? 200 : 1u << 31));
-    const uint64_t load =
-        (uint64_t{UINT32_MAX} - 2 + rng() % 5) * (i % 3 == 0 ? 1 : rng() % 3);
-    const auto total_weight = static_cast<uint32_t>(1 + rng() % UINT32_MAX);
-    const auto weight = static_cast<uint32_t>(1 + rng() % total_weight);
-    using u128 = unsigned __int128;
-    const u128 num = u128{f} * (u128{load} + 1) * weight;
-    const u128 den = u128{100} * total_weight;
-    const u128 wide = (num + den - 1) / den;
-    const uint64_t expected =
-        wide > u128{UINT64_MAX} ? UINT64_MAX : static_cast<uint64_t>(wide);
-    ASSERT_EQ(BoundedLoadRendezvous::Capacity(f, load, weight, total_weight),
-              expected);
-  }
 }
 
 // Equal weights everywhere: the pick is plain argmax z.
@@ -711,134 +543,11 @@ TEST_P(ByKernel, EqualWeightsAreArgmaxZOnManyKeys) {
     const std::string key = "key-" + std::to_string(k);
     size_t best = 0;
     for (size_t i = 1; i < ids.size(); ++i) {
-      if (reference::Z(key, ids[i]) > reference::Z(key, ids[best])) best = i;
+      if (contract::HashOf(key, ids[i]) > contract::HashOf(key, ids[best]))
+        best = i;
     }
     ASSERT_EQ(WeightedRendezvous::Pick(key, c).value(), best);
   }
-}
-
-// The hashing kernels against KeyHash::Mixed, candidate by candidate, on
-// random keys and lists of 1..200 identities of 0..64 arbitrary bytes, with
-// ineligible and zero-weight entries (whose z is unspecified and not
-// compared). Length regimes: anything (mostly the vector kernel's masked
-// loads), all >= 8 bytes (its gathers), short only, one shared length, and
-// long with a rare empty one. Also checks that nothing is written past n and
-// runs sub-ranges at every alignment.
-using Kernel = void (*)(uint64_t, const Candidate*, size_t, uint64_t*);
-
-void CheckKernelAgainstMixed(Kernel kernel, uint64_t seed, int lists) {
-  std::mt19937_64 rng(seed);
-  constexpr uint64_t kSentinel = 0x5eb1e5eb1e5eb1e5ULL;
-  size_t compared = 0;
-  std::vector<std::string> ids;
-  std::vector<Candidate> c;
-  std::vector<uint64_t> z;
-  for (int list = 0; list < lists; ++list) {
-    const size_t n = 1 + rng() % 200;
-    const uint64_t regime = rng() % 5;
-    const size_t shared = 8 + rng() % 13;
-    ids.assign(n, std::string());
-    for (std::string& id : ids) {
-      size_t len = 0;
-      switch (regime) {
-        case 0:
-          len = rng() % 65;
-          break;
-        case 1:
-          len = 8 + rng() % 57;
-          break;
-        case 2:
-          len = rng() % 9;
-          break;
-        case 3:
-          len = shared;
-          break;
-        default:
-          len = rng() % 50 == 0 ? 0 : 8 + rng() % 57;
-          break;
-      }
-      id.resize(len);
-      for (char& ch : id) ch = static_cast<char>(rng());
-    }
-    c.clear();
-    for (const std::string& id : ids) {
-      const bool eligible = rng() % 8 != 0;
-      const auto weight =
-          static_cast<uint32_t>(rng() % 16 == 0 ? 0 : 1 + rng() % 5);
-      c.push_back({id, weight, eligible});
-    }
-    if (rng() % 4 == 0) c[rng() % n].identity = std::string_view();  // null
-    std::string key(rng() % 41, '\0');
-    for (char& ch : key) ch = static_cast<char>(rng());
-    const KeyHash hash(key);
-    const size_t begin = rng() % 4 == 0 ? rng() % n : 0;
-    z.assign(n - begin + 1, kSentinel);
-    kernel(hash.state(), c.data() + begin, n - begin, z.data());
-    for (size_t i = begin; i < n; ++i) {
-      if (!c[i].IsEligible()) continue;
-      ASSERT_EQ(z[i - begin], hash.Mixed(c[i].identity))
-          << "list " << list << " index " << i << " length "
-          << c[i].identity.size();
-      ++compared;
-    }
-    ASSERT_EQ(z[n - begin], kSentinel) << "wrote past n, list " << list;
-  }
-  std::printf("candidates compared with KeyHash::Mixed: %zu\n", compared);
-  EXPECT_GT(compared, size_t{1000000});
-}
-
-TEST(FastPath, ScalarHashKernelEqualsMixed) {
-  CheckKernelAgainstMixed(&internal::HashCandidatesScalar, 51, 25000);
-}
-
-TEST(FastPath, Avx512HashKernelEqualsMixed) {
-  if (!internal::Avx512HashSupported()) {
-    GTEST_SKIP() << "this CPU cannot run the AVX-512 kernel";
-  }
-  CheckKernelAgainstMixed(&internal::HashCandidatesAvx512, 52, 40000);
-}
-
-// Identities that end exactly where a readable page does (the next page is
-// inaccessible): a kernel that read past an identity's last byte would
-// crash here. Every length 0..64 and every count 1..70 (all block shapes).
-TEST(FastPath, HashKernelsReadNoByteBeyondAnIdentity) {
-  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  constexpr size_t kIds = 70;
-  void* map = mmap(nullptr, page * 2 * kIds, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(map, MAP_FAILED);
-  char* base = static_cast<char*>(map);
-  for (size_t k = 0; k < kIds; ++k) {
-    ASSERT_EQ(mprotect(base + (2 * k + 1) * page, page, PROT_NONE), 0);
-  }
-  std::mt19937_64 rng(53);
-  for (char* p = base; p < base + page * 2 * kIds; p += 2 * page) {
-    for (size_t i = 0; i < page; ++i) p[i] = static_cast<char>(rng());
-  }
-  const KeyHash hash("edge-key");
-  std::vector<Kernel> kernels = {&internal::HashCandidatesScalar};
-  if (internal::Avx512HashSupported()) {
-    kernels.push_back(&internal::HashCandidatesAvx512);
-  }
-  std::vector<Candidate> c(kIds);
-  std::vector<uint64_t> z(kIds);
-  for (size_t len = 0; len <= 64; ++len) {
-    for (size_t n = 1; n <= kIds; ++n) {
-      for (size_t k = 0; k < n; ++k) {
-        // Identity k ends at its page's end; its length is `len` or, for
-        // every third one, a different length (mixed blocks).
-        const size_t l = k % 3 == 2 ? (len * 7 + k) % 65 : len;
-        c[k] = {std::string_view(base + (2 * k + 1) * page - l, l), 1, true};
-      }
-      for (Kernel kernel : kernels) {
-        kernel(hash.state(), c.data(), n, z.data());
-        for (size_t k = 0; k < n; ++k) {
-          ASSERT_EQ(z[k], hash.Mixed(c[k].identity)) << len << " " << n;
-        }
-      }
-    }
-  }
-  munmap(map, page * 2 * kIds);
 }
 
 }  // namespace

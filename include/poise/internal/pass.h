@@ -1,31 +1,31 @@
-// Not API: the integer half of a decision, in a header so that Decide() can
-// sample its caller's load function inside the loop that hashes and groups
-// the candidates (one pass over the list instead of two). The scoring, with
-// its floating-point contract, stays out of line in src/core/tournament.h,
-// which also explains why the per-weight argmax of z is exact. Everything
-// here may change in any release.
-#ifndef POISE_DETAIL_PASS_H_
-#define POISE_DETAIL_PASS_H_
+// Not API: nothing here is meant to be called by users, and all of it may
+// change in any release. The integer half of a decision, in a header so that
+// Decide() can sample its caller's load function inside the loop that hashes
+// and groups the candidates (one pass over the list instead of two). The
+// scoring, with its floating-point contract, stays out of line in src/core
+// (score_bounds.h proves why the per-weight largest z is exact).
+#ifndef POISE_INTERNAL_PASS_H_
+#define POISE_INTERNAL_PASS_H_
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
-namespace poise::detail {
+namespace poise::internal {
 
 inline constexpr size_t kNone = static_cast<size_t>(-1);
 
-// Argmax of z over a stream in index order (the first index wins equal z),
-// and the largest z among the others.
-// Trivially constructible so that the group table costs nothing until used:
-// start from Leader::Empty().
-struct Leader {
+// The largest z of a stream offered in index order, its index (the first
+// index wins equal z), the largest z among the others (the runner-up) and how
+// many entries were taken. Trivially constructible so that the group table
+// costs nothing until used: start from LargestZ::Empty().
+struct LargestZ {
   uint64_t z;
   uint64_t runner_up;
   size_t index;
   size_t count;  // entries offered with take == true
 
-  static Leader Empty() { return Leader{0, 0, kNone, 0}; }
+  static LargestZ Empty() { return LargestZ{0, 0, kNone, 0}; }
 
   // Offers (candidate_z, i) if `take`. Bitwise logic on purpose: `take` is
   // data-dependent (has the backend room?) and would mispredict as a branch;
@@ -33,7 +33,7 @@ struct Leader {
   // A refused entry is offered as z = 0, which never leads (strictly larger
   // z is needed) and cannot raise the runner-up. Neither can a taken z = 0
   // lead: if every taken z is 0, index stays kNone with count > 0, and the
-  // tournament re-ranks that group exactly.
+  // owner search re-ranks that group exactly.
   void Offer(uint64_t candidate_z, size_t i, bool take = true) {
     count += take;
     const uint64_t zt = take ? candidate_z : uint64_t{0};
@@ -48,16 +48,16 @@ struct Leader {
 };
 
 // True when every z' <= z_other provably ranks after z_max at equal weight
-// (src/core/tournament.h has the argument).
+// (src/core/score_bounds.h has the argument).
 inline bool Separated(uint64_t z_max, uint64_t z_other) {
   const uint64_t s_max = (z_max >> 11) + 1;
   const uint64_t s = (z_other >> 11) + 1;
   return s_max - s > (s_max >> 30);
 }
 
-// Whether a weight group's leader is its best member by the contract's order
-// with no logarithm: it exists and nobody else comes near it.
-inline bool Decisive(const Leader& l) {
+// Whether a weight group's largest z is its best member by the contract's
+// order with no logarithm: it exists and no other member's z comes near it.
+inline bool ClearOfRunnerUp(const LargestZ& l) {
   return l.index != kNone && (l.count <= 1 || Separated(l.z, l.runner_up));
 }
 
@@ -72,7 +72,7 @@ inline uint64_t SurvivorThreshold(size_t n, size_t quota) {
 
 // A leader offered only the survivors of `threshold` (> 0): the members not
 // listed have z < threshold, so its runner-up is bounded by threshold - 1.
-inline void BoundUnlisted(Leader& l, uint64_t threshold) {
+inline void BoundUnlisted(LargestZ& l, uint64_t threshold) {
   l.count = std::max<size_t>(l.count, 2);
   l.runner_up = std::max(l.runner_up, threshold - 1);
 }
@@ -81,8 +81,8 @@ inline void BoundUnlisted(Leader& l, uint64_t threshold) {
 // total load is known.
 struct alignas(16) WeightGroup {
   uint32_t weight;
-  Leader all;
-  Leader room;
+  LargestZ all;
+  LargestZ room;
 };
 
 // Weights beyond the table are scored exactly after the pass: still
@@ -100,7 +100,7 @@ struct PassState {
 
 // Where a bounded pass keeps what the room search needs (each holds size()
 // entries).
-struct Kept {
+struct PassOutputs {
   uint64_t* z;      // every candidate's z (ineligible: unspecified)
   uint64_t* loads;  // every eligible candidate's sampled load
 };
@@ -109,8 +109,8 @@ struct Kept {
 // Hash(begin, end, z) (z for a range; ineligible slots may hold anything) and,
 // when kBounded, load(i), called exactly once per eligible candidate. A
 // bounded pass fills `kept`; an unbounded one ignores it.
-template <bool kBounded, typename Field>
-void RunPass(const Field& field, const Kept& kept, PassState& st) {
+template <bool kBounded, typename View>
+void RunPass(const View& field, const PassOutputs& kept, PassState& st) {
   constexpr size_t kChunk = 64;
   uint64_t chunk[kChunk];
   uint64_t total_load = 0;
@@ -139,7 +139,7 @@ void RunPass(const Field& field, const Kept& kept, PassState& st) {
           ungrouped = true;
           continue;
         }
-        *g = WeightGroup{w, Leader::Empty(), Leader::Empty()};
+        *g = WeightGroup{w, LargestZ::Empty(), LargestZ::Empty()};
         ++group_count;
       }
       g->all.Offer(z[i - begin], i);
@@ -167,6 +167,6 @@ void RunPass(const Field& field, const Kept& kept, PassState& st) {
   }
 }
 
-}  // namespace poise::detail
+}  // namespace poise::internal
 
-#endif  // POISE_DETAIL_PASS_H_
+#endif  // POISE_INTERNAL_PASS_H_
