@@ -156,6 +156,11 @@ class Channel {
       mask |= ARES_OPT_RESOLVCONF;
       opts.resolvconf_path = resolv_conf.data();
     }
+    if (!options.server && options.resolv_conf_port != 0) {
+      mask |= ARES_OPT_UDP_PORT | ARES_OPT_TCP_PORT;
+      opts.udp_port = options.resolv_conf_port;
+      opts.tcp_port = options.resolv_conf_port;
+    }
     if (const int status = ares_init_options(&channel_, &opts, mask);
         status != ARES_SUCCESS) {
       channel_ = nullptr;

@@ -52,8 +52,11 @@ struct LookupOptions {
   // Tries of each server within the timeout (c-ares doubles the wait after
   // each round: the first try gets timeout / (2^attempts - 1)).
   int attempts = 2;
-  // Without a server: read this file instead of /etc/resolv.conf (tests).
+  // Test hooks for the system configuration (no server): read this file
+  // instead of /etc/resolv.conf, and send to this port instead of 53 (a
+  // resolv.conf line names no port). Empty / 0: the defaults.
   std::string resolv_conf_path;
+  uint16_t resolv_conf_port = 0;
 };
 
 struct SrvRecord {
