@@ -205,12 +205,12 @@ class Channel {
       pollfd fds[ARES_GETSOCK_MAXNUM];
       nfds_t nfds = 0;
       for (int i = 0; i < ARES_GETSOCK_MAXNUM; ++i) {
-        short events = 0;
-        if (ARES_GETSOCK_READABLE(bits, i)) events |= POLLIN;
-        if (ARES_GETSOCK_WRITABLE(bits, i)) events |= POLLOUT;
-        if (events == 0) continue;
+        const bool want_read = ARES_GETSOCK_READABLE(bits, i) != 0;
+        const bool want_write = ARES_GETSOCK_WRITABLE(bits, i) != 0;
+        if (!want_read && !want_write) continue;
         fds[nfds].fd = socks[i];
-        fds[nfds].events = events;
+        fds[nfds].events = static_cast<decltype(pollfd::events)>(
+            (want_read ? POLLIN : 0) | (want_write ? POLLOUT : 0));
         fds[nfds].revents = 0;
         ++nfds;
       }

@@ -15,7 +15,6 @@
 namespace poise::dns {
 namespace {
 
-using internal::Append;
 using internal::Cat;
 using internal::Split;
 
@@ -26,7 +25,10 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 std::string Printable(char c) {
   const auto byte = static_cast<unsigned char>(c);
-  if (byte >= 0x21 && byte < 0x7f) return std::string(1, c);
+  if (byte >= 0x21 && byte < 0x7f) {
+    std::string out(1, c);
+    return out;
+  }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\\x";
   out.push_back(kHex[byte >> 4]);

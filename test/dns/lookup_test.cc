@@ -283,6 +283,7 @@ TEST_F(LookupTest, ConcurrentLookupsFromSeveralThreads) {
   std::atomic<int> dead_ok{0};
   std::atomic<int64_t> slowest_live_ms{0};
   std::vector<std::thread> threads;
+  threads.reserve(kLiveThreads + kDeadThreads);
   for (int t = 0; t < kLiveThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kRounds; ++i) {

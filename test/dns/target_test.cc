@@ -12,7 +12,8 @@ namespace poise::dns {
 namespace {
 
 std::string Message(const absl::Status& status) {
-  return std::string(status.message());
+  const absl::string_view message = status.message();
+  return {message.data(), message.size()};
 }
 
 // The whole message of a target's error (and that it is INVALID_ARGUMENT,

@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
-#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -225,8 +225,8 @@ std::string DnsmasqServer::authority() const {
 
 std::string DnsmasqServer::Log() const {
   std::ifstream log(run_dir_ + "/dnsmasq.log");
-  return std::string((std::istreambuf_iterator<char>(log)),
-                     std::istreambuf_iterator<char>());
+  return {std::istreambuf_iterator<char>(log),
+          std::istreambuf_iterator<char>()};
 }
 
 ::testing::AssertionResult DnsmasqServer::Failure(std::string_view what) const {
@@ -466,7 +466,7 @@ std::vector<pid_t> DnsmasqProcessesOf(pid_t owner) {
         name.find_first_not_of("0123456789") != std::string::npos) {
       continue;
     }
-    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    const auto pid = static_cast<pid_t>(std::stol(name));
     std::ifstream cmdline(entry.path() / "cmdline");
     const std::string text((std::istreambuf_iterator<char>(cmdline)),
                            std::istreambuf_iterator<char>());
