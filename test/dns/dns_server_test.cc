@@ -21,6 +21,7 @@
 
 #include "src/dns/lookup.h"
 #include "src/dns/target.h"
+#include "test/dns/print.h"
 
 namespace poise::test_support {
 namespace {
@@ -222,10 +223,15 @@ TEST(DnsmasqServer, DyingTestProcessTakesDnsmasqWithIt) {
   ASSERT_TRUE(got) << "the child did not report dnsmasq's pid";
   ASSERT_GT(dnsmasq, 0) << "the child could not start dnsmasq";
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  EXPECT_TRUE(Eventually(milliseconds(5000),
-                         [&] { return DnsmasqProcessesOf(child).empty(); }))
-      << "dnsmasq " << dnsmasq << " outlived its test process";
-  EXPECT_FALSE(Alive(dnsmasq));
+  // Gone for good: neither alive (a dying process loses its command line
+  // before it is a zombie) nor any dnsmasq of the child's left.
+  const bool gone = Eventually(milliseconds(5000), [&] {
+    return !Alive(dnsmasq) && DnsmasqProcessesOf(child).empty();
+  });
+  EXPECT_TRUE(gone) << "dnsmasq " << dnsmasq << " outlived its test process";
+  // On failure, stop what is left ourselves (only pids that are still the
+  // child's dnsmasq, never a reused pid).
+  for (const pid_t left : DnsmasqProcessesOf(child)) kill(left, SIGKILL);
   // The child's run folder: nobody else removes it.
   const std::string prefix = "poise-dnsmasq-" + std::to_string(child) + "-";
   std::error_code error;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/dns/target.h"
+#include "test/dns/print.h"
 #include "test/support/dns_server.h"
 
 namespace poise::dns {
