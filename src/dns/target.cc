@@ -1,0 +1,342 @@
+#include "src/dns/target.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "src/dns/text.h"
+
+namespace poise::dns {
+namespace {
+
+using internal::Cat;
+using internal::Split;
+
+constexpr size_t kMaxNameLength = 253;  // Without the trailing dot.
+constexpr size_t kMaxLabelLength = 63;
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+std::string Printable(char c) {
+  const auto byte = static_cast<unsigned char>(c);
+  if (byte >= 0x21 && byte < 0x7f) {
+    std::string out(1, c);
+    return out;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\\x";
+  out.push_back(kHex[byte >> 4]);
+  out.push_back(kHex[byte & 0xf]);
+  return out;
+}
+
+// A decimal port 1..65535 without sign or leading zero (so that the identity
+// text, which prints the number, is the text as listed). Empty on success,
+// else the reason.
+std::string ParsePort(std::string_view text, uint16_t* port) {
+  if (text.empty()) return "empty port";
+  for (const char c : text) {
+    if (!IsDigit(c)) {
+      return Cat("port \"", text, "\" is not a decimal number");
+    }
+  }
+  if (text.size() > 1 && text[0] == '0') {
+    return Cat("port \"", text, "\" has a leading zero");
+  }
+  if (text.size() > 5) {
+    return Cat("port \"", text, "\" is out of range 1..65535");
+  }
+  uint32_t value = 0;
+  for (const char c : text) value = value * 10 + static_cast<uint32_t>(c - '0');
+  if (value < 1 || value > 65535) {
+    return Cat("port \"", text, "\" is out of range 1..65535");
+  }
+  *port = static_cast<uint16_t>(value);
+  return "";
+}
+
+bool IsIpv4Literal(std::string_view text) {
+  in_addr addr{};
+  const std::string copy(text);
+  return inet_pton(AF_INET, copy.c_str(), &addr) == 1;
+}
+
+// A DNS name as the resolvers query it: labels of letters, digits, '-' and
+// '_' (SRV names start with "_service._proto"), each 1..63 bytes, at most 253
+// bytes in all, one optional trailing dot. Empty on success, else the reason.
+std::string CheckDnsName(std::string_view name) {
+  std::string_view body = name;
+  if (!body.empty() && body.back() == '.') body.remove_suffix(1);
+  if (body.empty()) return "is not a DNS name";
+  if (body.size() > kMaxNameLength) {
+    return Cat("is ", body.size(), " bytes long; a DNS name has at most 253");
+  }
+  size_t index = 0;
+  for (const std::string_view label : Split(body, '.')) {
+    ++index;
+    if (label.empty()) return Cat("label ", index, " is empty");
+    if (label.size() > kMaxLabelLength) {
+      return Cat("label ", index, " is ", label.size(),
+                 " bytes long; a DNS label has at most 63");
+    }
+    for (const char c : label) {
+      const bool ok = IsDigit(c) || (c >= 'a' && c <= 'z') ||
+                      (c >= 'A' && c <= 'Z') || c == '-' || c == '_';
+      if (!ok) {
+        return Cat("character '", Printable(c),
+                   "' is not allowed in a DNS name");
+      }
+    }
+  }
+  return "";
+}
+
+std::string StripTrailingDot(std::string_view name) {
+  if (!name.empty() && name.back() == '.') name.remove_suffix(1);
+  return std::string(name);
+}
+
+absl::Status TargetError(Scheme scheme, std::string_view target_text,
+                         std::string_view what) {
+  return absl::InvalidArgumentError(
+      Cat(SchemeName(scheme), " target \"", target_text, "\": ", what));
+}
+
+absl::Status ParseDnsNames(std::string_view path, std::string_view text,
+                           Target* out) {
+  if (path.empty()) {
+    return TargetError(Scheme::kDns, text,
+                       "no names (expected host:port[,host:port...])");
+  }
+  const std::vector<std::string_view> parts = Split(path, ',');
+  const size_t n = parts.size();
+  for (size_t i = 0; i < n; ++i) {
+    const std::string_view part = parts[i];
+    const std::string which = Cat("name ", i + 1, " of ", n);
+    if (part.empty()) {
+      return TargetError(Scheme::kDns, text, Cat(which, " is empty"));
+    }
+    const std::string quoted = Cat(which, " \"", part, "\": ");
+    if (part.front() == '[') {
+      return TargetError(
+          Scheme::kDns, text,
+          Cat(quoted, "is an IP address; poise-dns lists DNS host names"));
+    }
+    const size_t colon = part.rfind(':');
+    if (colon == std::string_view::npos) {
+      return TargetError(Scheme::kDns, text, Cat(quoted, "missing port"));
+    }
+    if (part.find(':') != colon) {
+      return TargetError(Scheme::kDns, text, Cat(quoted, "is not host:port"));
+    }
+    const std::string_view host = part.substr(0, colon);
+    const std::string_view port_text = part.substr(colon + 1);
+    if (host.empty()) {
+      return TargetError(Scheme::kDns, text, Cat(quoted, "empty host"));
+    }
+    uint16_t port = 0;
+    if (std::string reason = ParsePort(port_text, &port); !reason.empty()) {
+      return TargetError(Scheme::kDns, text, Cat(quoted, reason));
+    }
+    if (IsIpv4Literal(StripTrailingDot(host))) {
+      return TargetError(
+          Scheme::kDns, text,
+          Cat(quoted, "is an IP address; poise-dns lists DNS host names"));
+    }
+    if (std::string reason = CheckDnsName(host); !reason.empty()) {
+      return TargetError(Scheme::kDns, text,
+                         Cat(quoted, "host \"", host, "\" ", reason));
+    }
+    NamedBackend backend;
+    backend.host = AsciiLower(host);
+    backend.port = port;
+    backend.identity = Cat(StripTrailingDot(backend.host), ":", port_text);
+    for (size_t j = 0; j < out->names.size(); ++j) {
+      if (out->names[j].identity == backend.identity) {
+        return TargetError(
+            Scheme::kDns, text,
+            Cat("names ", j + 1, " and ", i + 1, " are the same backend \"",
+                backend.identity, "\""));
+      }
+    }
+    out->names.push_back(std::move(backend));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseSrvName(std::string_view path, std::string_view text,
+                          Target* out) {
+  if (path.empty()) return TargetError(Scheme::kSrv, text, "no SRV name");
+  if (const size_t commas =
+          static_cast<size_t>(std::count(path.begin(), path.end(), ','));
+      commas > 0) {
+    return TargetError(Scheme::kSrv, text,
+                       Cat("path \"", path, "\" lists ", commas + 1,
+                           " names; poise-srv takes one SRV name"));
+  }
+  if (path.find(':') != std::string_view::npos) {
+    return TargetError(Scheme::kSrv, text,
+                       Cat("SRV name \"", path,
+                           "\" has a port; the SRV records give the ports"));
+  }
+  if (std::string reason = CheckDnsName(path); !reason.empty()) {
+    return TargetError(Scheme::kSrv, text,
+                       Cat("SRV name \"", path, "\" ", reason));
+  }
+  out->srv_name = AsciiLower(path);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view SchemeName(Scheme scheme) {
+  return scheme == Scheme::kDns ? kDnsScheme : kSrvScheme;
+}
+
+std::string DnsServer::ToString() const {
+  return family == IpFamily::kIpv6 ? Cat("[", ip, "]:", port)
+                                   : Cat(ip, ":", port);
+}
+
+std::string AsciiLower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+std::string SrvIdentity(std::string_view target, uint16_t port) {
+  return Cat(StripTrailingDot(AsciiLower(target)), ":", port);
+}
+
+absl::StatusOr<DnsServer> ParseDnsServer(std::string_view authority) {
+  const auto bad = [authority](std::string_view reason) {
+    return absl::InvalidArgumentError(
+        Cat("bad authority \"", authority, "\": ", reason));
+  };
+  if (authority.empty()) return bad("empty");
+  DnsServer server;
+  std::string_view host;
+  std::string_view port_text;
+  bool has_port = false;
+  if (authority.front() == '[') {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return bad("missing ']'");
+    host = authority.substr(1, close - 1);
+    const std::string_view rest = authority.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') {
+        return bad(Cat("unexpected \"", rest, "\" after ']'"));
+      }
+      port_text = rest.substr(1);
+      has_port = true;
+    }
+    in6_addr addr{};
+    const std::string copy(host);
+    if (inet_pton(AF_INET6, copy.c_str(), &addr) != 1) {
+      return bad(Cat("\"", host, "\" is not an IPv6 address"));
+    }
+    char buffer[INET6_ADDRSTRLEN];
+    inet_ntop(AF_INET6, &addr, buffer, sizeof(buffer));
+    server.family = IpFamily::kIpv6;
+    server.ip = buffer;
+  } else {
+    const size_t colon = authority.find(':');
+    if (colon != std::string_view::npos &&
+        authority.find(':', colon + 1) != std::string_view::npos) {
+      return bad("an IPv6 address must be in brackets, as in [::1]:53");
+    }
+    host = authority.substr(0, colon);
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      has_port = true;
+    }
+    in_addr addr{};
+    const std::string copy(host);
+    if (host.empty() || inet_pton(AF_INET, copy.c_str(), &addr) != 1) {
+      return bad(Cat("host \"", host,
+                     "\" is not an IPv4 address or a bracketed IPv6 "
+                     "address (name the DNS server by its address)"));
+    }
+    char buffer[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &addr, buffer, sizeof(buffer));
+    server.family = IpFamily::kIpv4;
+    server.ip = buffer;
+  }
+  if (has_port) {
+    if (std::string reason = ParsePort(port_text, &server.port);
+        !reason.empty()) {
+      return bad(reason);
+    }
+  }
+  return server;
+}
+
+absl::StatusOr<Target> ParseTargetParts(Scheme scheme,
+                                        std::string_view authority,
+                                        std::string_view path,
+                                        std::string_view target_text) {
+  Target target;
+  target.scheme = scheme;
+  if (!authority.empty()) {
+    absl::StatusOr<DnsServer> server = ParseDnsServer(authority);
+    if (!server.ok()) {
+      const absl::string_view reason = server.status().message();
+      return TargetError(scheme, target_text,
+                         std::string_view(reason.data(), reason.size()));
+    }
+    target.server = *std::move(server);
+  }
+  if (!path.empty() && path.front() == '/') path.remove_prefix(1);
+  absl::Status status = scheme == Scheme::kDns
+                            ? ParseDnsNames(path, target_text, &target)
+                            : ParseSrvName(path, target_text, &target);
+  if (!status.ok()) return status;
+  return target;
+}
+
+absl::StatusOr<Target> ParseTarget(std::string_view target) {
+  const size_t colon = target.find(':');
+  const std::string_view scheme_text = colon == std::string_view::npos
+                                           ? std::string_view()
+                                           : target.substr(0, colon);
+  Scheme scheme;
+  if (scheme_text == kDnsScheme) {
+    scheme = Scheme::kDns;
+  } else if (scheme_text == kSrvScheme) {
+    scheme = Scheme::kSrv;
+  } else {
+    return absl::InvalidArgumentError(Cat("target \"", target, "\": scheme \"",
+                                          scheme_text,
+                                          "\" is not poise-dns or poise-srv"));
+  }
+  std::string_view rest = target.substr(colon + 1);
+  if (const size_t extra = rest.find_first_of("?#");
+      extra != std::string_view::npos) {
+    return TargetError(scheme, target,
+                       Cat("\"", rest.substr(extra),
+                           "\": a query or fragment is not allowed"));
+  }
+  std::string_view authority;
+  if (rest.substr(0, 2) == "//") {
+    rest.remove_prefix(2);
+    const size_t slash = rest.find('/');
+    authority = rest.substr(0, slash);
+    rest = slash == std::string_view::npos ? std::string_view()
+                                           : rest.substr(slash);
+  }
+  return ParseTargetParts(scheme, authority, rest, target);
+}
+
+absl::Status ValidateTarget(std::string_view target) {
+  return ParseTarget(target).status();
+}
+
+}  // namespace poise::dns
