@@ -97,6 +97,8 @@ struct JsonEndpoint {
             .Finish();
     return loader;
   }
+  // A member: gRPC's loader calls it on the loaded object.
+  // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
   void JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
                     ValidationErrors* errors) {
     RejectUnknownFields(json, {"address", "weight", "identity"},

@@ -1,12 +1,7 @@
 // The weighted_rendezvous and bounded_load_rendezvous LB policies: gRPC's
-// side of poise::router.
-//
-// The rules (who owns a key while its owner is pending or failed, how
-// identities, weights and cells are resolved, the channel's state, when a
-// call fails and with which status) are the router's, in src/router. This
-// file does what must touch gRPC: it turns the resolver's ServerAddresses
-// into router entries, keeps one subchannel per listed address, maps their
-// connectivity, publishes pickers that ask a router::Picker and turn its
+// side of poise::router, whose rules (src/router) decide everything. This
+// file turns ServerAddresses into router entries, keeps a subchannel per
+// listed address, maps connectivity, publishes pickers that turn the router's
 // PickOutcome into a PickResult, and traces (GRPC_TRACE=poise_rendezvous).
 #include "src/grpc/internal_guard.h"
 // clang-format off
@@ -16,7 +11,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -74,7 +68,7 @@ constexpr char kServerUriArg[] = "grpc.server_uri";
   } while (0)
 
 // ---------------------------------------------------------------------------
-// Config and connectivity
+// Config and addresses
 
 class RendezvousLbConfig final : public LoadBalancingPolicy::Config {
  public:
@@ -94,21 +88,18 @@ class RendezvousLbConfig final : public LoadBalancingPolicy::Config {
   std::shared_ptr<const router::Config> config_;
 };
 
-router::Connectivity ConnectivityOf(grpc_connectivity_state state) {
-  switch (state) {
-    case GRPC_CHANNEL_IDLE:
-      return router::Connectivity::kIdle;
-    case GRPC_CHANNEL_CONNECTING:
-      return router::Connectivity::kConnecting;
-    case GRPC_CHANNEL_READY:
-      return router::Connectivity::kReady;
-    case GRPC_CHANNEL_TRANSIENT_FAILURE:
-      return router::Connectivity::kTransientFailure;
-    case GRPC_CHANNEL_SHUTDOWN:
-      break;
-  }
-  return router::Connectivity::kShutdown;
-}
+// router::Connectivity mirrors grpc_connectivity_state value for value.
+static_assert(static_cast<int>(router::Connectivity::kIdle) ==
+                      GRPC_CHANNEL_IDLE &&
+                  static_cast<int>(router::Connectivity::kConnecting) ==
+                      GRPC_CHANNEL_CONNECTING &&
+                  static_cast<int>(router::Connectivity::kReady) ==
+                      GRPC_CHANNEL_READY &&
+                  static_cast<int>(router::Connectivity::kTransientFailure) ==
+                      GRPC_CHANNEL_TRANSIENT_FAILURE &&
+                  static_cast<int>(router::Connectivity::kShutdown) ==
+                      GRPC_CHANNEL_SHUTDOWN,
+              "router::Connectivity must mirror grpc_connectivity_state");
 
 // What the router reads of a resolved address: its text and attributes.
 router::ResolverEntry EntryOf(const ServerAddress& address, std::string text) {
@@ -389,16 +380,11 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
     if (gone != nullptr) gone->ShutdownLocked();
   }
   stats_->SetBackends(set_.list());
-  POISE_TRACE("[poise %p] update: %zu backends", this, set_.size());
-  if (report.duplicate_addresses + report.duplicate_identities +
-          report.refused !=
-      0) {
-    POISE_TRACE(
-        "[poise %p] update dropped %zu duplicate addresses, %zu duplicate "
-        "identities, %zu without a subchannel",
-        this, report.duplicate_addresses, report.duplicate_identities,
-        report.refused);
-  }
+  POISE_TRACE(
+      "[poise %p] update: %zu backends (left out: %zu duplicate addresses, "
+      "%zu duplicate identities, %zu without a subchannel)",
+      this, set_.size(), report.duplicate_addresses,
+      report.duplicate_identities, report.refused);
   if (report.table_rebuilt) {
     POISE_TRACE("[poise %p] identity table: %zu backends, %zu bytes", this,
                 set_.table()->size(), set_.table()->memory_bytes());
@@ -424,35 +410,31 @@ void RendezvousLb::OnBackendStateLocked(Backend* backend,
   if (state == GRPC_CHANNEL_IDLE) backend->subchannel()->RequestConnection();
   // Every change can flip a key between waiting and moving, so every change
   // publishes a picker; they are rare next to picks.
-  states_[backend->index].Apply(ConnectivityOf(state), status);
+  states_[backend->index].Apply(static_cast<router::Connectivity>(state),
+                                status);
   UpdatePickerLocked();
 }
 
 void RendezvousLb::UpdatePickerLocked() {
-  router::ChannelState channel =
+  const router::ChannelState channel =
       router::AggregateState(states_, address_error_, resolution_note_);
-  switch (channel.state) {
-    case router::Connectivity::kReady: {
-      std::vector<RefCountedPtr<SubchannelInterface>> subchannels;
-      subchannels.reserve(backends_.size());
-      for (const auto& b : backends_) subchannels.push_back(b->subchannel());
-      channel_control_helper()->UpdateState(
-          GRPC_CHANNEL_READY, absl::OkStatus(),
-          std::make_unique<RendezvousPicker>(this, config_->config(),
-                                             set_.list(), states_, stats_,
-                                             std::move(subchannels)));
-      return;
-    }
-    case router::Connectivity::kConnecting:
-      channel_control_helper()->UpdateState(
-          GRPC_CHANNEL_CONNECTING, absl::OkStatus(),
-          std::make_unique<QueuePicker>(Ref(DEBUG_LOCATION, "QueuePicker")));
-      return;
-    default:
-      channel_control_helper()->UpdateState(
-          GRPC_CHANNEL_TRANSIENT_FAILURE, channel.status,
-          std::make_unique<TransientFailurePicker>(channel.status));
-      return;
+  if (channel.state == router::Connectivity::kReady) {
+    std::vector<RefCountedPtr<SubchannelInterface>> subchannels;
+    subchannels.reserve(backends_.size());
+    for (const auto& b : backends_) subchannels.push_back(b->subchannel());
+    channel_control_helper()->UpdateState(
+        GRPC_CHANNEL_READY, absl::OkStatus(),
+        std::make_unique<RendezvousPicker>(this, config_->config(), set_.list(),
+                                           states_, stats_,
+                                           std::move(subchannels)));
+  } else if (channel.state == router::Connectivity::kConnecting) {
+    channel_control_helper()->UpdateState(
+        GRPC_CHANNEL_CONNECTING, absl::OkStatus(),
+        std::make_unique<QueuePicker>(Ref(DEBUG_LOCATION, "QueuePicker")));
+  } else {
+    channel_control_helper()->UpdateState(
+        GRPC_CHANNEL_TRANSIENT_FAILURE, channel.status,
+        std::make_unique<TransientFailurePicker>(channel.status));
   }
 }
 

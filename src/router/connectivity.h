@@ -11,13 +11,14 @@
 
 namespace poise::router {
 
-// gRPC's connectivity states (grpc_connectivity_state), in gRPC's order.
+// gRPC's connectivity states with grpc_connectivity_state's values (src/grpc
+// converts by a cast, checked by a static_assert there).
 enum class Connectivity : uint8_t {
-  kIdle,
-  kConnecting,
-  kReady,
-  kTransientFailure,
-  kShutdown,
+  kIdle = 0,
+  kConnecting = 1,
+  kReady = 2,
+  kTransientFailure = 3,
+  kShutdown = 4,
 };
 
 // gRPC's name of the state ("IDLE", "TRANSIENT_FAILURE", ...).

@@ -289,6 +289,7 @@ TEST_F(PickerTest, ConcurrentPicksNeverExceedTheLimit) {
   BuildReady(config);
   std::atomic<int> refused{0};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       std::vector<PickOutcome> held;
