@@ -83,9 +83,9 @@ Cluster MakeCluster(size_t n, double saturated, bool one_weight = false) {
     for (size_t i : order) total += h * WeightOf(i);
     bool all_full = true;
     for (size_t i : order) {
-      all_full &= h * WeightOf(i) >=
-                  poise::BoundedLoadRendezvous::Capacity(
-                      kBenchFactor, total, WeightOf(i), total_weight);
+      const uint64_t load = h * WeightOf(i);
+      all_full &= load >= poise::BoundedLoadRendezvous::Capacity(
+                              kBenchFactor, total, WeightOf(i), total_weight);
     }
     if (!all_full) continue;
     for (size_t i : order) c.loads[i] = h * WeightOf(i);

@@ -95,6 +95,7 @@ UInt128 Capacity(uint32_t factor_percent, uint64_t total_load, uint32_t weight,
   const UInt128 numerator =
       UInt128{factor_percent} * (UInt128{total_load} + 1) * weight;
   const UInt128 denominator = UInt128{100} * total_weight;
+  if (denominator == 0) return 0;  // W = 0: no eligible backend, no room
   return (numerator + denominator - 1) / denominator;  // no wrap: see above
 }
 

@@ -210,7 +210,7 @@ class WeightGroups {
 
 // Every eligible candidate is taken.
 struct TakeAll {
-  bool operator()(size_t) const { return true; }
+  bool operator()(size_t /*index*/) const { return true; }
 };
 
 // The owner: fills `estimates` with one estimate per weight group, in group

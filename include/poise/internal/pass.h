@@ -105,29 +105,29 @@ struct PassOutputs {
   uint64_t* loads;  // every eligible candidate's sampled load
 };
 
-// One pass over `field`, which provides size(), eligible(i), weight(i),
+// One pass over `view`, which provides size(), eligible(i), weight(i),
 // Hash(begin, end, z) (z for a range; ineligible slots may hold anything) and,
 // when kBounded, load(i), called exactly once per eligible candidate. A
-// bounded pass fills `kept`; an unbounded one ignores it.
+// bounded pass fills `outputs`; an unbounded one ignores it.
 template <bool kBounded, typename View>
-void RunPass(const View& field, const PassOutputs& kept, PassState& st) {
+void RunPass(const View& view, const PassOutputs& outputs, PassState& st) {
   constexpr size_t kChunk = 64;
   uint64_t chunk[kChunk];
   uint64_t total_load = 0;
   bool load_overflow = false, ungrouped = false;
   size_t group_count = 0;
   WeightGroup* const groups = st.groups;
-  const size_t n = field.size();
+  const size_t n = view.size();
   for (size_t begin = 0; begin < n; begin += kChunk) {
     const size_t end = std::min(n, begin + kChunk);
-    uint64_t* const z = kBounded ? kept.z + begin : chunk;
-    field.Hash(begin, end, z);
+    uint64_t* const z = kBounded ? outputs.z + begin : chunk;
+    view.Hash(begin, end, z);
     for (size_t i = begin; i < end; ++i) {
-      if (!field.eligible(i)) continue;
-      const uint32_t w = field.weight(i);
+      if (!view.eligible(i)) continue;
+      const uint32_t w = view.weight(i);
       if constexpr (kBounded) {
-        const uint64_t sampled = field.load(i);
-        kept.loads[i] = sampled;
+        const uint64_t sampled = view.load(i);
+        outputs.loads[i] = sampled;
         load_overflow |=
             __builtin_add_overflow(total_load, sampled, &total_load);
       }
@@ -152,7 +152,8 @@ void RunPass(const View& field, const PassOutputs& kept, PassState& st) {
   if constexpr (kBounded) {
     // The eligible weights' sum, from the groups' counts rather than one
     // more running sum in the loop (which ran short of registers). n < 2^32
-    // candidates of weight < 2^32: no wrap.
+    // candidates of weight < 2^32: no wrap. Beyond, it may wrap, and
+    // SumsError (src/core/room_search.h) redoes both sums in order.
     uint64_t total_weight = 0;
     for (size_t k = 0; k < group_count; ++k) {
       total_weight += uint64_t{groups[k].weight} * groups[k].all.count;
@@ -160,7 +161,7 @@ void RunPass(const View& field, const PassOutputs& kept, PassState& st) {
     if (ungrouped) {
       total_weight = 0;
       for (size_t i = 0; i < n; ++i) {
-        if (field.eligible(i)) total_weight += field.weight(i);
+        if (view.eligible(i)) total_weight += view.weight(i);
       }
     }
     st.total_weight = total_weight;
