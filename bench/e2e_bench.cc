@@ -43,7 +43,7 @@
 // default run the per-block log ratios' lag-1..3 autocorrelations were
 // within -0.07..0.12, and resampling groups of 3 or 6 consecutive blocks gave
 // the same widths). The interval covers the sampling noise of this run, not
-// changes of the machine itself (see docs/bench-e2e.md).
+// changes of the machine itself (see docs/performance.md).
 //
 // Verdict per policy against the goal (issue 5: at most 2 % more client CPU
 // per call than round_robin at n <= 100): MET when the upper 95 % bound is

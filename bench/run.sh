@@ -6,7 +6,7 @@
 # Usage: bench/run.sh [extra Google Benchmark flags]   (BUILD_DIR overrides
 # the build directory, default build-bench). The core benchmarks take about
 # 2.5 minutes, the end-to-end benchmark about 4.5 (poise_e2e_bench, see
-# docs/bench-e2e.md; E2E_ARGS passes it options, E2E=0 skips it): about 7
+# docs/performance.md; E2E_ARGS passes it options, E2E=0 skips it): about 7
 # minutes in all on the 2-core development machines, builds included.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -10,7 +10,7 @@
 // the loop hashes and compares eight candidates per register, and reads no
 // powers when the identities have one length. What matters is less the
 // instructions saved than the code and data a pick touches: inside an RPC
-// stack both are cold at every call (docs/bench-e2e.md). With exactly two
+// stack both are cold at every call (docs/performance.md). With exactly two
 // weights, every decision keeps both weights' largest z in registers instead
 // of searching each candidate's weight, compares the two by certified bounds
 // of their scores, and finds a full owner's successor as the one-weight path

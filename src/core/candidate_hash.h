@@ -109,7 +109,7 @@ bool SelectHashKernel(HashKernel kernel);
 
 // Below this many candidates the scalar kernel is faster: a vector block
 // costs about one vpmullq latency per identity byte whatever its width, while
-// the scalar chains are throughput-bound (docs/bench-core.md).
+// the scalar chains are throughput-bound (docs/performance.md).
 inline constexpr size_t kMinVectorRun = 16;
 
 // z for c[0..n) with the active kernel (inline: short runs skip the dispatch).

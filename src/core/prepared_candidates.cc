@@ -63,7 +63,7 @@ PreparedCandidates::PreparedCandidates(
 internal::LargestZ PreparedCandidates::FindLargestZ(uint64_t key_state,
                                                     uint64_t* z) const {
   const IdentityTable::KeyRow row = table_->ForKey(key_state);
-  // The vector kernel is the faster one at every n (docs/bench-core.md).
+  // The vector kernel is the faster one at every n (docs/performance.md).
   if (internal::ActiveHashKernel() == internal::HashKernel::kAvx512) {
     return internal::TableLargestZAvx512(
         row, candidates_.size(),
