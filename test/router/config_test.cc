@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct RuleCase {
   std::function<void(Config&)> change;
   ConfigError expected;
 };
+
+// What ctest and gtest print for a case: its name, not its bytes.
+void PrintTo(const RuleCase& c, std::ostream* os) { *os << c.name; }
 
 class RouterConfigRule : public ::testing::TestWithParam<RuleCase> {};
 
