@@ -48,8 +48,9 @@ class PreparedCandidates final {
   enum class Path : uint8_t {
     kOneWeight,   // every eligible candidate has one weight
     kTwoWeights,  // exactly two eligible weights
-    kGeneral,     // more weights, none eligible, 2^32 or more candidates, or
-                  // a table that does not match
+    kGeneral,     // more weights, none eligible, 2^32 or more candidates,
+                  // weights summing past 2^64 / 100, or a table that does
+                  // not match
   };
   Path path() const { return path_; }
 
@@ -125,7 +126,8 @@ class PreparedCandidates final {
   std::shared_ptr<const IdentityTable> table_;
   Path path_ = Path::kGeneral;
   // The short paths' data, set only on kOneWeight and kTwoWeights (fewer
-  // than 2^32 candidates, so the weights' sum fits in 64 bits).
+  // than 2^32 candidates and a weight sum of at most 2^64 / 100, so that
+  // 100 W fits in 64 bits).
   std::vector<uint32_t> eligible_;  // ascending, as the contract visits them
   // One weight, some candidates ineligible: bit i % 8 of byte i / 8 is
   // candidate i's eligibility (for the vector kernel); empty otherwise.

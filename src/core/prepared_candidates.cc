@@ -32,8 +32,12 @@ PreparedCandidates::PreparedCandidates(
     has_second_[i] = c.weight == weights[1] ? 1 : 0;
     total_weight += c.weight;
   }
-  if (eligible_.empty()) {
-    eligible_.clear();  // the general path reports this case
+  // No eligible candidate: the general path reports it. Weights summing
+  // past 2^64 / 100 (tens of millions of heavy candidates): the general path
+  // serves them, so that on the short paths 100 W fits in 64 bits and the
+  // room tests need no fallback to the division.
+  if (eligible_.empty() || total_weight > UINT64_MAX / 100) {
+    eligible_.clear();
     has_second_.clear();
     return;
   }
@@ -173,13 +177,15 @@ Result<Decision> PreparedCandidates::DecideTwoWeights(
   const uint32_t weights[2] = {first_weight_, second_weight_};
   const uint64_t* const loads = scratch.loads_.data();
   const uint64_t* const z = scratch.hashes_.data();
-  // The eligible weights' sum: below 2^32 candidates (the constructor
-  // checked) it cannot wrap.
+  // The eligible weights' sum, at most 2^64 / 100 (the constructor checked).
   const uint64_t total_weight = pass.total_weight;
   const uint32_t factor = bounded.factor_percent();
-  // load < Capacity(w), without the division (as the general finish does).
+  // load < Capacity(w), without the division (as the general search does);
+  // 100 W fits in 64 bits, so RoomTestFor's fallback is never needed here.
   const auto room_test = [&](uint32_t w) {
-    return internal::RoomTestFor(factor, pass.total_load, w, total_weight);
+    return internal::RoomTest{
+        UInt128{factor} * (UInt128{pass.total_load} + 1) * w,
+        uint64_t{100} * total_weight};
   };
   const internal::RoomTest room[2] = {room_test(weights[0]),
                                       room_test(weights[1])};
