@@ -14,7 +14,7 @@ POISE_COLD absl::Status RouteError(PickError error) {
   if (error == PickError::kWeightOverflow) {
     return absl::InternalError(
         "poise: cannot route: the READY backends' weights sum past "
-        "4294967295; lower defaultWeight or endpoints[].weight");
+        "2^64-1; lower defaultWeight or endpoints[].weight");
   }
   return absl::InternalError(
       absl::StrCat("poise: cannot route: ", ToString(error)));
