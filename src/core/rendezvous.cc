@@ -253,7 +253,9 @@ Result<Decision> BoundedLoadRendezvous::DecideNthSampled(
   };
   size_t with_room = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (candidates[i].IsEligible() && has_room(i)) ++with_room;
+    if (candidates[i].IsEligible() && has_room(i)) {
+      ++with_room;
+    }
   }
   // A factor >= 100 leaves one with room: the capacities sum past L.
   if (with_room == 0) return PickError::kNoEligibleCandidates;  // unreachable
