@@ -245,8 +245,9 @@ Result<Decision> BoundedLoadRendezvous::DecideNthSampled(
     }
   }
   if (total_load == UINT64_MAX) return PickError::kLoadOverflow;
-  if (total_weight == 0)
-    return PickError::kNoEligibleCandidates;  // unreachable
+  // Unreachable (an eligible candidate has a weight), but the capacity
+  // divides by it.
+  if (total_weight == 0) return PickError::kNoEligibleCandidates;
   const auto has_room = [&](size_t i) {
     return UInt128{loads[i]} < Capacity(factor_percent_, total_load,
                                         candidates[i].weight, total_weight);
