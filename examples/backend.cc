@@ -50,10 +50,13 @@ class Backend::Service final : public Echo::Service {
         if (context->IsCancelled()) {
           return {grpc::StatusCode::CANCELLED, "cancelled"};
         }
-        if (backend_->stopping_.load()) {
+        const auto now = std::chrono::steady_clock::now();
+        // A graceful stop lets running calls finish within the grace; past
+        // it they end (gRPC cancels them too).
+        if (backend_->stopping_.load() &&
+            now.time_since_epoch().count() >= backend_->grace_end_.load()) {
           return {grpc::StatusCode::UNAVAILABLE, "backend stopping"};
         }
-        const auto now = std::chrono::steady_clock::now();
         if (now >= until) break;
         std::this_thread::sleep_for(
             std::min<std::chrono::steady_clock::duration>(kSleepSlice,
@@ -110,6 +113,9 @@ void Backend::Stop() {
   std::lock_guard<std::mutex> lock(life_mu_);
   if (server_ == nullptr) return;
   running_.store(false);
+  grace_end_.store((std::chrono::steady_clock::now() + kShutdownGrace)
+                       .time_since_epoch()
+                       .count());
   stopping_.store(true);
   server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   server_->Wait();

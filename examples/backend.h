@@ -41,8 +41,8 @@ class Backend {
   // Listens on 127.0.0.1:`port`; port 0 lets the kernel choose. The chosen
   // port is kept for Restart(). Fails when already running or on bind errors.
   absl::Status Start(int port = 0);
-  // Shuts the server down: calls still running are cancelled after a short
-  // grace period. Idempotent.
+  // Shuts the server down gracefully: calls still running may finish within
+  // a 200 ms grace and are cancelled after it. Idempotent.
   void Stop();
   // Starts again on the port of the last successful Start().
   absl::Status Restart();
@@ -81,7 +81,10 @@ class Backend {
   std::unique_ptr<grpc::Server> server_;
   std::atomic<int> port_{0};
   std::atomic<bool> running_{false};
-  std::atomic<bool> stopping_{false};  // running calls end early
+  // Stop() was called: running calls may finish until grace_end_ (a
+  // steady_clock count), then end with UNAVAILABLE "backend stopping".
+  std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> grace_end_{0};
 
   mutable std::mutex keys_mu_;
   std::set<std::string> keys_;

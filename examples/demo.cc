@@ -5,7 +5,9 @@
 // server-side delay so in-flight counts are real) through one channel per
 // policy: bounded_load_rendezvous, weighted_rendezvous and gRPC's round_robin.
 // For the two rendezvous channels it then stops one backend while the traffic
-// keeps flowing and reports which keys moved and where to.
+// keeps flowing and reports which keys moved and where to, and how many
+// calls the stop lost without a retryPolicy and with the recommended one
+// (examples/retry_service_config.json; README "Drains, crashes and retries").
 //
 //   poise-demo [--backends N] [--weights a,b,...] [--factor PCT]
 //              [--duration SECONDS] [--keys N] [--concurrency N]
@@ -27,6 +29,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -252,6 +256,20 @@ std::string ServiceConfig(Policy policy, const Options& opt,
                       R"(":{)", fields, "}}]}");
 }
 
+// The recommended retryPolicy of examples/retry_service_config.json, for the
+// demo's service (README "Drains, crashes and retries" gives the reasons).
+constexpr char kRetryMethodConfig[] =
+    R"("methodConfig":[{"name":[{"service":"poise.example.Echo"}],)"
+    R"("retryPolicy":{"maxAttempts":4,"initialBackoff":"0.01s",)"
+    R"("maxBackoff":"0.1s","backoffMultiplier":2,)"
+    R"("retryableStatusCodes":["UNAVAILABLE","CANCELLED"]}}])";
+
+// `config` (an object) with the recommended retryPolicy added.
+std::string WithRetryPolicy(const std::string& config) {
+  return absl::StrCat(config.substr(0, config.rfind('}')), ",",
+                      kRetryMethodConfig, "}");
+}
+
 // Per-channel statistics from the library, as counters we can subtract.
 struct PoiseStats {
   bool found = false;
@@ -351,6 +369,8 @@ struct StopReport {
   uint64_t moved = 0, moved_from_stopped = 0, moved_from_others = 0;
   std::vector<uint64_t> moved_to;  // per backend
   double after_seconds = 0;
+  // The same stop again, on a channel with the recommended retryPolicy.
+  uint64_t retry_sent = 0, retry_failed = 0;
 };
 
 struct PolicyReport {
@@ -381,6 +401,11 @@ class Runner {
   }
 
   PolicyReport Run(Policy policy, const std::string& service_config);
+  // Stops backend `stopped` under the same traffic on a channel with
+  // `service_config` (the recommended retryPolicy); restarts it. Returns the
+  // calls sent and failed from the stop to kSettleSeconds after it.
+  std::pair<uint64_t, uint64_t> StopWithRetry(const std::string& service_config,
+                                              size_t stopped);
 
  private:
   void Worker(poise::example::Echo::Stub* stub, RunLog* log);
@@ -583,13 +608,66 @@ PolicyReport Runner::Run(Policy policy, const std::string& service_config) {
         ++s.moved_from_others;
       }
     }
-    report.stop = s;
     if (absl::Status st = set_->backend(stopped).Restart(); !st.ok()) {
       std::fprintf(stderr, "poise-demo: restarting %s: %s\n",
                    set_->backend(stopped).id().c_str(), st.ToString().c_str());
     }
+    std::tie(s.retry_sent, s.retry_failed) =
+        StopWithRetry(WithRetryPolicy(service_config), stopped);
+    report.stop = s;
   }
   return report;
+}
+
+std::pair<uint64_t, uint64_t> Runner::StopWithRetry(
+    const std::string& service_config, size_t stopped) {
+  grpc::ChannelArguments args;
+  args.SetServiceConfigJSON(service_config);
+  args.SetString(poise::grpc_lb::kStatsLabelArg, "demo-retry");
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto channel = grpc::CreateCustomChannel(
+      set_->target(), grpc::InsecureChannelCredentials(), args);
+  auto stub = poise::example::Echo::NewStub(channel);
+  std::atomic<bool> counting{false}, done{false};
+  std::atomic<uint64_t> next{0}, sent{0}, failed{0};
+  std::vector<std::thread> workers;
+  for (size_t w = 0; w < opt_.concurrency; ++w) {
+    workers.emplace_back([&] {
+      while (!done.load()) {
+        const uint32_t key =
+            (*sequence_)[next.fetch_add(1) % sequence_->size()];
+        grpc::ClientContext context;
+        context.AddMetadata(kHashHeader, key_names_[key]);
+        context.set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::seconds(5));
+        poise::example::EchoRequest request;
+        request.set_delay_ms(opt_.delay_ms);
+        poise::example::EchoReply reply;
+        const bool counted = counting.load();
+        const grpc::Status status = stub->Echo(&context, request, &reply);
+        if (!counted) continue;
+        sent.fetch_add(1);
+        if (!status.ok() || set_->IndexOf(reply.backend_id()) < 0) {
+          failed.fetch_add(1);
+        }
+      }
+    });
+  }
+  const auto seconds = [](double s) {
+    return std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(s));
+  };
+  std::this_thread::sleep_for(seconds(kWarmupSeconds));
+  counting.store(true);  // calls started from here on are counted
+  set_->backend(stopped).Stop();
+  std::this_thread::sleep_for(seconds(kSettleSeconds));
+  done.store(true);
+  for (auto& t : workers) t.join();
+  if (absl::Status st = set_->backend(stopped).Restart(); !st.ok()) {
+    std::fprintf(stderr, "poise-demo: restarting %s: %s\n",
+                 set_->backend(stopped).id().c_str(), st.ToString().c_str());
+  }
+  return {sent.load(), failed.load()};
 }
 
 PolicyReport Runner::Analyse(Policy policy, const RunLog& log, double seconds,
@@ -765,6 +843,11 @@ void PrintText(const Options& opt, const BackendSet& set,
                   s.backend.c_str(), s.weight, s.switch_failed, s.switch_sent,
                   kSettleSeconds, s.after_seconds, s.after_sent, s.after_failed,
                   s.after_calls_on_stopped, s.backend.c_str());
+      std::printf("  calls lost by the stop: %" PRIu64
+                  " without a retryPolicy; stopped again with the "
+                  "recommended retryPolicy: %" PRIu64 " of %" PRIu64
+                  " calls lost\n",
+                  s.switch_failed, s.retry_failed, s.retry_sent);
       std::printf(
           "  keys moved: %" PRIu64 " of %" PRIu64
           " keys seen before and after: %" PRIu64 " of %s's %" PRIu64
@@ -860,21 +943,22 @@ void PrintJson(const Options& opt, const BackendSet& set,
         to.push_back(
             absl::StrCat(JsonString(r.rows[b].id), ":", s.moved_to[b]));
       }
-      absl::StrAppend(&p, R"(,"stop":{"backend":)", JsonString(s.backend),
-                      ",\"weight\":", s.weight,
-                      ",\"settle_s\":", kSettleSeconds,
-                      ",\"after_s\":", s.after_seconds,
-                      ",\"switch_calls_sent\":", s.switch_sent,
-                      ",\"switch_calls_failed\":", s.switch_failed,
-                      ",\"after_calls_sent\":", s.after_sent,
-                      ",\"after_calls_failed\":", s.after_failed,
-                      ",\"after_calls_on_stopped\":", s.after_calls_on_stopped,
-                      ",\"keys_compared\":", s.keys_compared,
-                      ",\"stopped_backend_keys\":", s.stopped_keys,
-                      ",\"keys_moved\":", s.moved,
-                      ",\"moved_from_stopped\":", s.moved_from_stopped,
-                      ",\"moved_from_others\":", s.moved_from_others,
-                      ",\"moved_to\":{", absl::StrJoin(to, ","), "}}");
+      absl::StrAppend(
+          &p, R"(,"stop":{"backend":)", JsonString(s.backend),
+          ",\"weight\":", s.weight, ",\"settle_s\":", kSettleSeconds,
+          ",\"after_s\":", s.after_seconds,
+          ",\"switch_calls_sent\":", s.switch_sent,
+          ",\"switch_calls_failed\":", s.switch_failed,
+          ",\"after_calls_sent\":", s.after_sent,
+          ",\"after_calls_failed\":", s.after_failed,
+          ",\"after_calls_on_stopped\":", s.after_calls_on_stopped,
+          ",\"keys_compared\":", s.keys_compared,
+          ",\"stopped_backend_keys\":", s.stopped_keys,
+          ",\"keys_moved\":", s.moved,
+          ",\"moved_from_stopped\":", s.moved_from_stopped,
+          ",\"moved_from_others\":", s.moved_from_others, ",\"moved_to\":{",
+          absl::StrJoin(to, ","), "}", ",\"retry_calls_sent\":", s.retry_sent,
+          ",\"retry_calls_failed\":", s.retry_failed, "}");
     }
     policies.push_back(p + "}");
   }

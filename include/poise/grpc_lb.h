@@ -52,6 +52,7 @@ struct BackendStats {
   uint64_t peak_in_flight = 0;  // highest in_flight since the counter existed
   uint64_t picks = 0;           // calls routed here
   uint64_t spilled_in = 0;      // of those, calls whose key's owner was full
+  uint64_t retried_in = 0;      // of those, retries (attempt 2 and later)
 };
 
 struct ChannelStats {
@@ -62,6 +63,9 @@ struct ChannelStats {
   uint64_t spills = 0;        // picks sent past a full owner
   uint64_t missing_key = 0;   // picks without the hash header
   uint64_t failed_picks = 0;  // picks failed by the policy (limit, missing key)
+  // Completed picks of configured retries (the call's attempt 2 and later,
+  // told by gRPC's grpc-previous-rpc-attempts; also counted in picks).
+  uint64_t retries = 0;
   std::vector<BackendStats> backends;  // the current address list, in order
 };
 

@@ -102,6 +102,15 @@ class WeightedRendezvous final {
   // Every eligible candidate, best first (for tools and tests; allocates).
   static Result<std::vector<Rank>> Ranking(
       std::string_view key, const std::vector<Candidate>& candidates);
+
+  // The key's (n + 1)-th choice among the eligible candidates: n = 0 is
+  // Pick's owner, n = 1 the candidate Ranking lists second, and n wraps
+  // around (it is taken modulo the number of eligible candidates). For
+  // retries, so simple rather than fast: O(size * (n mod eligible + 1))
+  // exact scores, no allocation. `table` as for Pick (kTableMismatch).
+  static Result<size_t> PickNth(std::string_view key,
+                                const std::vector<Candidate>& candidates,
+                                const IdentityTable& table, size_t n);
 };
 
 // An exact unsigned 128-bit integer: the type of a capacity, which is
@@ -200,6 +209,29 @@ class BoundedLoadRendezvous final {
 
   uint32_t factor_percent() const { return factor_percent_; }
 
+  // The key's (n + 1)-th choice with room: Decide's selection for n = 0, and
+  // for n > 0 the (n + 1)-th candidate in the key's order among those whose
+  // load is below their capacity (the capacities of Decide, from the same
+  // sampled loads), n taken modulo their number. `affinity` is the first
+  // candidate overall, `spilled` is selection != affinity. For retries: each
+  // eligible load sampled once into `scratch`, then O(size * (n mod with
+  // room + 1)) exact scores, no allocation after the scratch's warm-up.
+  // Errors as Decide's, plus kTableMismatch.
+  template <typename LoadFn>
+  Result<Decision> DecideNth(std::string_view key,
+                             const std::vector<Candidate>& candidates,
+                             const IdentityTable& table, LoadFn&& load,
+                             size_t n, DecisionScratch& scratch) const {
+    if (table.size() != candidates.size()) return PickError::kTableMismatch;
+    if (!scratch.Fit(candidates.size())) {
+      return PickError::kScratchCapacityExceeded;
+    }
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      scratch.loads_[i] = candidates[i].IsEligible() ? load(i) : 0;
+    }
+    return DecideNthSampled(key, candidates, table, scratch.loads_.data(), n);
+  }
+
   // ceil(factor * (total_load + 1) * weight / (100 * total_weight)), exact.
   // Requires total_load < UINT64_MAX and 0 < weight <= total_weight.
   static UInt128 Capacity(uint32_t factor_percent, uint64_t total_load,
@@ -244,6 +276,12 @@ class BoundedLoadRendezvous final {
                                    const IdentityTable* table,
                                    DecisionScratch& scratch,
                                    internal::PassState& pass) const;
+
+  // DecideNth after its loads are sampled (`loads[i]` for eligible i).
+  Result<Decision> DecideNthSampled(std::string_view key,
+                                    const std::vector<Candidate>& candidates,
+                                    const IdentityTable& table,
+                                    const uint64_t* loads, size_t n) const;
 
   explicit BoundedLoadRendezvous(uint32_t factor_percent)
       : factor_percent_(factor_percent) {}

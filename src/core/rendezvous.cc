@@ -176,4 +176,98 @@ Result<Decision> BoundedLoadRendezvous::DecideAfterPass(
                   out.selection_capacity};
 }
 
+// ---------------------------------------------------------------------------
+// The k-th choice (retries): repeated selection of the best rank after the
+// previous one, in the contract's order (Rank::Precedes), over the
+// candidates `admit` accepts.
+
+namespace {
+
+template <typename Admit>
+size_t NthInOrder(const KeyHash& hash, const std::vector<Candidate>& candidates,
+                  const IdentityTable& table, size_t n, Admit admit) {
+  const auto rank = [&](size_t i) {
+    const uint64_t z = table.Mixed(hash.state(), i);
+    return Rank{Score(z, candidates[i].weight), z, candidates[i].weight, i};
+  };
+  bool have_previous = false;
+  Rank previous{};
+  for (size_t step = 0; step <= n; ++step) {
+    bool have_best = false;
+    Rank best{};
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!candidates[i].IsEligible() || !admit(i)) continue;
+      const Rank r = rank(i);
+      if (have_previous && !previous.Precedes(r)) continue;
+      if (!have_best || r.Precedes(best)) {
+        best = r;
+        have_best = true;
+      }
+    }
+    previous = best;  // the caller's n is below the number admitted
+    have_previous = true;
+  }
+  return previous.index;
+}
+
+}  // namespace
+
+Result<size_t> WeightedRendezvous::PickNth(
+    std::string_view key, const std::vector<Candidate>& candidates,
+    const IdentityTable& table, size_t n) {
+  if (table.size() != candidates.size()) return PickError::kTableMismatch;
+  if (candidates.empty()) return PickError::kEmpty;
+  size_t eligible = 0;
+  for (const Candidate& c : candidates) eligible += c.IsEligible() ? 1 : 0;
+  if (eligible == 0) return PickError::kNoEligibleCandidates;
+  return NthInOrder(KeyHash(key), candidates, table, n % eligible,
+                    [](size_t) { return true; });
+}
+
+Result<Decision> BoundedLoadRendezvous::DecideNthSampled(
+    std::string_view key, const std::vector<Candidate>& candidates,
+    const IdentityTable& table, const uint64_t* loads, size_t n) const {
+  if (candidates.empty()) return PickError::kEmpty;
+  // The contract's errors (point 8), in its order.
+  bool any_eligible = false;
+  for (const Candidate& c : candidates) any_eligible |= c.IsEligible();
+  if (!any_eligible) return PickError::kNoEligibleCandidates;
+  uint64_t total_load = 0;
+  uint64_t total_weight = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!candidates[i].IsEligible()) continue;
+    if (__builtin_add_overflow(total_load, loads[i], &total_load)) {
+      return PickError::kLoadOverflow;
+    }
+    if (__builtin_add_overflow(total_weight, uint64_t{candidates[i].weight},
+                               &total_weight)) {
+      return PickError::kWeightOverflow;
+    }
+  }
+  if (total_load == UINT64_MAX) return PickError::kLoadOverflow;
+  // Unreachable (an eligible candidate has a weight), but the capacity
+  // divides by it.
+  if (total_weight == 0) return PickError::kNoEligibleCandidates;
+  const auto has_room = [&](size_t i) {
+    return UInt128{loads[i]} < Capacity(factor_percent_, total_load,
+                                        candidates[i].weight, total_weight);
+  };
+  size_t with_room = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].IsEligible() && has_room(i)) {
+      ++with_room;
+    }
+  }
+  // A factor >= 100 leaves one with room: the capacities sum past L.
+  if (with_room == 0) return PickError::kNoEligibleCandidates;  // unreachable
+  const KeyHash hash(key);
+  const size_t affinity =
+      NthInOrder(hash, candidates, table, 0, [](size_t) { return true; });
+  const size_t selection =
+      NthInOrder(hash, candidates, table, n % with_room, has_room);
+  return Decision{affinity, selection, affinity != selection, loads[selection],
+                  Capacity(factor_percent_, total_load,
+                           candidates[selection].weight, total_weight)};
+}
+
 }  // namespace poise

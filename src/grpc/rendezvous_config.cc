@@ -113,6 +113,7 @@ struct JsonConfig {
   absl::optional<uint32_t> default_weight;
   absl::optional<std::string> missing_key;
   absl::optional<uint64_t> max_in_flight_per_backend;
+  absl::optional<std::string> retry_routing;
 
   router::Config config;  // the result, made by JsonPostLoad
 
@@ -128,6 +129,7 @@ struct JsonConfig {
             .OptionalField("missingKey", &JsonConfig::missing_key)
             .OptionalField("maxInFlightPerBackend",
                            &JsonConfig::max_in_flight_per_backend)
+            .OptionalField("retryRouting", &JsonConfig::retry_routing)
             .Finish();
     return loader;
   }
@@ -142,17 +144,18 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
     RejectUnknownFields(
         json,
         {"hashHeader", "balanceFactorPercent", "endpoints", "defaultWeight",
-         "missingKey", "maxInFlightPerBackend"},
+         "missingKey", "maxInFlightPerBackend", "retryRouting"},
         "hashHeader, balanceFactorPercent, endpoints, "
-        "defaultWeight, missingKey, maxInFlightPerBackend",
+        "defaultWeight, missingKey, maxInFlightPerBackend, retryRouting",
         errors);
   } else {
     RejectUnknownFields(json,
                         {"hashHeader", "endpoints", "defaultWeight",
-                         "missingKey", "maxInFlightPerBackend"},
+                         "missingKey", "maxInFlightPerBackend", "retryRouting"},
                         "hashHeader, endpoints, defaultWeight, missingKey, "
-                        "maxInFlightPerBackend; balanceFactorPercent belongs "
-                        "to bounded_load_rendezvous",
+                        "maxInFlightPerBackend, retryRouting; "
+                        "balanceFactorPercent belongs to "
+                        "bounded_load_rendezvous",
                         errors);
   }
   config.hash_header = hash_header;
@@ -180,6 +183,16 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
   }
   if (max_in_flight_per_backend.has_value()) {
     config.max_in_flight_per_backend = *max_in_flight_per_backend;
+  }
+  if (retry_routing.has_value()) {
+    const std::optional<router::RetryRouting> routing =
+        router::ParseRetryRouting(*retry_routing);
+    if (routing.has_value()) {
+      config.retry_routing = *routing;
+    } else {
+      ValidationErrors::ScopedField field(errors, ".retryRouting");
+      errors->AddError(router::kRetryRoutingRule);
+    }
   }
   AddRuleErrors(router::NormalizeAndValidate(config), errors);
 }

@@ -158,6 +158,16 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
         args.initial_metadata->Lookup(header_, &buffer);
     router::PickRequest request;
     if (header.has_value()) request.key.emplace(header->data(), header->size());
+    // Attempt k + 1 of a configured retry carries k (retry_filter.cc); a
+    // first attempt and a transparent retry carry nothing.
+    std::string attempts_buffer;
+    const absl::optional<absl::string_view> attempts =
+        args.initial_metadata->Lookup(router::kPreviousAttemptsHeader,
+                                      &attempts_buffer);
+    if (attempts.has_value()) {
+      request.previous_attempts = router::ParsePreviousAttempts(
+          std::string_view(attempts->data(), attempts->size()));
+    }
     router::PickOutcome outcome = router_.Pick(request);
     if (auto* c = std::get_if<router::PickOutcome::Complete>(&outcome.result)) {
       if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) {

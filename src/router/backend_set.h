@@ -26,6 +26,7 @@ struct BackendCell {
   InFlightCounter in_flight;  // first: it is cache-line aligned
   std::atomic<uint64_t> picks{0};
   std::atomic<uint64_t> spilled_in{0};
+  std::atomic<uint64_t> retried_in{0};
 };
 
 // One address as the resolver gave it.

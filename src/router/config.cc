@@ -169,6 +169,12 @@ std::optional<MissingKey> ParseMissingKey(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<RetryRouting> ParseRetryRouting(std::string_view name) {
+  if (name == "NEXT_CHOICE") return RetryRouting::kNextChoice;
+  if (name == "SAME_OWNER") return RetryRouting::kSameOwner;
+  return std::nullopt;
+}
+
 std::optional<std::string> NormalizeAddress(std::string_view text) {
   // gRPC's parsers read the host as a C string; a NUL would cut it short.
   if (text.empty() || text.find('\0') != std::string_view::npos) {

@@ -26,6 +26,18 @@ std::optional<MissingKey> ParseMissingKey(std::string_view name);
 // The rule a spelling ParseMissingKey refuses breaks, for "missingKey".
 inline constexpr char kMissingKeyRule[] = R"(must be "RANDOM" or "FAIL")";
 
+// Where attempt k + 1 of a call (a configured retry, after k attempts) goes.
+enum class RetryRouting : uint8_t {
+  kNextChoice,  // to the key's (k + 1)-th choice (see picker.h, rule 6)
+  kSameOwner,   // like the first attempt
+};
+
+// The config's spelling ("NEXT_CHOICE", "SAME_OWNER"); nullopt otherwise.
+std::optional<RetryRouting> ParseRetryRouting(std::string_view name);
+// The rule a spelling ParseRetryRouting refuses breaks, for "retryRouting".
+inline constexpr char kRetryRoutingRule[] =
+    R"(must be "NEXT_CHOICE" or "SAME_OWNER")";
+
 // One endpoints[] entry: settings for the resolved address it names.
 struct EndpointConfig {
   std::string address;  // normalised by NormalizeAndValidate (NormalizeAddress)
@@ -43,6 +55,7 @@ struct Config {
   uint32_t default_weight = 1;
   MissingKey missing_key = MissingKey::kRandom;
   std::optional<uint64_t> max_in_flight_per_backend;  // nullopt: no limit
+  RetryRouting retry_routing = RetryRouting::kNextChoice;
 
   // Whether calls hold an in-flight slot: the bounded policy reads the loads,
   // a hard limit counts against them.
@@ -76,8 +89,8 @@ struct ConfigError {
 //      identity non-empty;
 //   6. endpoints' addresses unique, and their identities (the address when
 //      none is given) unique.
-// missingKey has no rule here: its spelling is checked where it is read
-// (ParseMissingKey).
+// missingKey and retryRouting have no rule here: their spellings are
+// checked where they are read (ParseMissingKey, ParseRetryRouting).
 std::vector<ConfigError> NormalizeAndValidate(Config& config);
 
 // The text gRPC prints for a resolved IP address (grpc_sockaddr_to_string

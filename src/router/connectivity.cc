@@ -41,9 +41,10 @@ RoutingState NextRoutingState(RoutingState current, Connectivity reported) {
     case Connectivity::kIdle:
     case Connectivity::kConnecting:
     case Connectivity::kShutdown:
-      // Not READY; failed stays failed until READY again.
-      return current == RoutingState::kFailed ? RoutingState::kFailed
-                                              : RoutingState::kPending;
+      // Not READY: a backend that was READY (or failed since) is failed
+      // until READY again; only a never-READY one is pending.
+      return current == RoutingState::kPending ? RoutingState::kPending
+                                               : RoutingState::kFailed;
   }
   return current;
 }
@@ -51,7 +52,16 @@ RoutingState NextRoutingState(RoutingState current, Connectivity reported) {
 bool BackendState::Apply(Connectivity reported, const absl::Status& status) {
   const RoutingState before = routing;
   routing = NextRoutingState(routing, reported);
-  if (reported == Connectivity::kTransientFailure) last_failure = status;
+  if (reported == Connectivity::kTransientFailure) {
+    last_failure = status;
+    reconnecting = false;
+  } else if (reported == Connectivity::kReady) {
+    reconnecting = false;
+  } else if (before == RoutingState::kReady) {
+    last_failure = absl::UnavailableError(
+        absl::StrCat("connection lost (READY -> ", ToString(reported), ")"));
+    reconnecting = true;
+  }
   return routing != before;
 }
 
@@ -79,6 +89,7 @@ ChannelState AggregateState(const std::vector<BackendState>& backends,
         any_pending = true;
         break;
       case RoutingState::kFailed:
+        any_pending |= b.reconnecting;
         last_failure = &b.last_failure;
         break;
     }

@@ -29,13 +29,18 @@ const char* ToString(Connectivity state);
 //
 // What a backend does with the keys it owns:
 //   1. READY serves them;
-//   2. pending (never READY yet, or IDLE or CONNECTING after a clean
-//      disconnect) holds them: their calls wait, because the backend is
-//      about to be READY and they would otherwise land on whichever backend
-//      connected first, and move again a moment later;
-//   3. failed (TRANSIENT_FAILURE) passes them to their next READY choice.
-//      Failed is sticky until READY again: a reconnect attempt's CONNECTING
-//      or IDLE does not make its keys wait again.
+//   2. pending (never READY yet: IDLE or CONNECTING since it was listed)
+//      holds them: their calls wait, because the backend is about to be
+//      READY and they would otherwise land on whichever backend connected
+//      first, and move again a moment later;
+//   3. failed (TRANSIENT_FAILURE, or leaving READY for anything else: a
+//      GOAWAY or a lost connection reports IDLE) passes them to their next
+//      READY choice. A backend that was READY is never pending again: a
+//      draining or crashed server's reconnect may take up to gRPC's 20 s
+//      connect timeout (an address that accepts TCP but never speaks
+//      HTTP/2), and its keys must not wait for it. Failed is sticky until
+//      READY again: a reconnect attempt's CONNECTING or IDLE does not make
+//      its keys wait again.
 enum class RoutingState : uint8_t { kPending, kReady, kFailed };
 
 const char* ToString(RoutingState state);
@@ -48,7 +53,11 @@ RoutingState NextRoutingState(RoutingState current, Connectivity reported);
 // A backend's routing state and the status of its last failure.
 struct BackendState {
   RoutingState routing = RoutingState::kPending;
-  absl::Status last_failure;  // set by each TRANSIENT_FAILURE report
+  // Set by each TRANSIENT_FAILURE report, and to UNAVAILABLE "connection
+  // lost" when the backend leaves READY for IDLE or CONNECTING.
+  absl::Status last_failure;
+  // Failed by leaving READY, with no TRANSIENT_FAILURE since: reconnecting.
+  bool reconnecting = false;
 
   // Applies one connectivity report; returns whether `routing` changed.
   bool Apply(Connectivity reported, const absl::Status& status);
@@ -64,8 +73,9 @@ struct ChannelState {
 
 // The channel's state, as gRPC's own policies compute it:
 //   1. any backend READY -> READY;
-//   2. else any backend pending (connecting or idle, not failed) ->
-//      CONNECTING: calls wait;
+//   2. else any backend pending, or failed but reconnecting after it lost
+//      its READY connection (no TRANSIENT_FAILURE since) -> CONNECTING:
+//      calls wait;
 //   3. else TRANSIENT_FAILURE with the last failure in list order,
 //      "poise: connections to all N backends failing; last error: ...";
 //   4. no backends at all -> TRANSIENT_FAILURE with `address_error` when

@@ -79,6 +79,9 @@ Picker::Picker(std::shared_ptr<const Config> config,
 
 PickOutcome Picker::Pick(const PickRequest& request) const {
   if (!request.key.has_value()) return PickWithoutKey();
+  if (request.previous_attempts != 0) {
+    return PickRetry(*request.key, request.previous_attempts);
+  }
   return bounded_ ? PickBounded(*request.key, true)
                   : PickUnbounded(*request.key, true);
 }
@@ -184,6 +187,77 @@ PickOutcome Picker::PickWithinLimit(std::string_view key,
       return Complete(selection, selection != affinity, std::move(slot));
     }
     candidates[selection].eligible = false;  // filled up since it was read
+  }
+  return Fail(absl::ResourceExhaustedError(
+      absl::StrCat("poise: every READY backend is at maxInFlightPerBackend (",
+                   limit_, " calls in flight)")));
+}
+
+// ---------------------------------------------------------------------------
+// Retries (rule 6)
+
+uint32_t ParsePreviousAttempts(std::string_view value) {
+  if (value.empty() || value.size() > 10) return 0;
+  uint64_t n = 0;
+  for (const char c : value) {
+    if (c < '0' || c > '9') return 0;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n > UINT32_MAX ? 0 : static_cast<uint32_t>(n);
+}
+
+PickOutcome Picker::PickRetry(std::string_view key,
+                              uint32_t previous_attempts) const {
+  PickOutcome outcome =
+      config_->retry_routing == RetryRouting::kSameOwner
+          ? (bounded_ ? PickBounded(key, true) : PickUnbounded(key, true))
+          : PickNextChoice(key, previous_attempts);
+  if (const auto* c = std::get_if<PickOutcome::Complete>(&outcome.result)) {
+    stats_->retries.fetch_add(1, std::memory_order_relaxed);
+    entries_[c->backend].cell->retried_in.fetch_add(1,
+                                                    std::memory_order_relaxed);
+  }
+  return outcome;
+}
+
+PickOutcome Picker::PickNextChoice(std::string_view key,
+                                   uint32_t previous_attempts) const {
+  const size_t n = previous_attempts;
+  const bool limited = limit_ != InFlightCounter::kNoLimit;
+  thread_local std::vector<Candidate> candidates;
+  candidates = ready_.candidates();
+  bool left_out = false;  // some READY backend was at the limit
+  for (;;) {
+    if (limited) {
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        if (candidates[i].eligible && counters_[i]->Load() >= limit_) {
+          candidates[i].eligible = false;
+          left_out = true;
+        }
+      }
+    }
+    Result<size_t> chosen = PickError::kEmpty;
+    if (bounded_) {
+      const Result<Decision> d = bounded_policy_.DecideNth(
+          key, candidates, ready_.table(),
+          [this](size_t i) { return counters_[i]->Load(); }, n, Scratch());
+      chosen = d.ok() ? Result<size_t>(d.value().selection)
+                      : Result<size_t>(d.error());
+    } else {
+      chosen = WeightedRendezvous::PickNth(key, candidates, ready_.table(), n);
+    }
+    if (!chosen.ok()) {
+      if (left_out && chosen.error() == PickError::kNoEligibleCandidates) {
+        break;
+      }
+      return Fail(RouteError(chosen.error()));
+    }
+    const size_t selection = chosen.value();
+    if (!track_load_) return Complete(selection, false, InFlightGuard());
+    InFlightGuard slot = TryAcquire(selection);
+    if (slot.held()) return Complete(selection, false, std::move(slot));
+    candidates[selection].eligible = false;  // filled up since it was read
+    left_out = true;
   }
   return Fail(absl::ResourceExhaustedError(
       absl::StrCat("poise: every READY backend is at maxInFlightPerBackend (",

@@ -4,6 +4,7 @@
 #define POISE_SRC_ROUTER_PICKER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -33,7 +34,23 @@ namespace poise::router {
 struct PickRequest {
   // The hash header's value; nullopt: the call has no such header.
   std::optional<std::string_view> key;
+  // How many attempts of this call came before this one: gRPC's
+  // grpc-previous-rpc-attempts header (configured retries only; a
+  // transparent retry does not carry it). 0: the first attempt.
+  uint32_t previous_attempts = 0;
 };
+
+// ---------------------------------------------------------------------------
+// Retries
+
+// The header gRPC's retry filter puts on a call's attempt k + 1 with the
+// value k (configured retries only: a transparent retry adds nothing).
+inline constexpr char kPreviousAttemptsHeader[] = "grpc-previous-rpc-attempts";
+
+// PickRequest::previous_attempts from that header's value: decimal digits
+// only, at most UINT32_MAX; anything else (empty, a sign, spaces, too
+// large) is taken as a first attempt, 0.
+uint32_t ParsePreviousAttempts(std::string_view value);
 
 // What becomes of the call.
 struct PickOutcome {
@@ -79,6 +96,16 @@ struct PickOutcome {
 //      rest; with every READY backend at the limit the call fails with
 //      RESOURCE_EXHAUSTED. It never waits.
 //   5. A route the core refuses (PickError) fails the call with INTERNAL.
+//   6. A retry (previous_attempts = k > 0) of a keyed call under retryRouting
+//      NEXT_CHOICE goes to the key's (k + 1)-th choice among the READY
+//      backends (WeightedRendezvous::PickNth) - for bounded_load_rendezvous
+//      the (k + 1)-th choice with room (BoundedLoadRendezvous::DecideNth) -
+//      wrapping around when k reaches their number. It never queues (its
+//      first attempt already found the owner settled), is not a spill, and
+//      rule 4 applies as above (a backend at the limit is left out and the
+//      choice made again). SAME_OWNER routes it like a first attempt. Every
+//      completed retry counts in PolicyStats::retries and the backend's
+//      retried_in.
 class Picker final {
  public:
   // `states[i]` is the state of list->backends[i]; `config` passed
@@ -121,6 +148,11 @@ class Picker final {
   POISE_COLD PickOutcome PickWithinLimit(std::string_view key,
                                          size_t affinity) const;
   POISE_COLD PickOutcome Fail(absl::Status status) const;
+  // Rule 6.
+  POISE_COLD PickOutcome PickRetry(std::string_view key,
+                                   uint32_t previous_attempts) const;
+  POISE_COLD PickOutcome PickNextChoice(std::string_view key,
+                                        uint32_t previous_attempts) const;
 
   const std::shared_ptr<const Config> config_;
   // Owns the identities the candidates below borrow.

@@ -25,6 +25,7 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
   out.spills = spills.load(std::memory_order_relaxed);
   out.missing_key = missing_key.load(std::memory_order_relaxed);
   out.failed_picks = failed_picks.load(std::memory_order_relaxed);
+  out.retries = retries.load(std::memory_order_relaxed);
   std::shared_ptr<const BackendList> backends;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -41,6 +42,7 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
     s.peak_in_flight = b.cell->in_flight.Peak();
     s.picks = b.cell->picks.load(std::memory_order_relaxed);
     s.spilled_in = b.cell->spilled_in.load(std::memory_order_relaxed);
+    s.retried_in = b.cell->retried_in.load(std::memory_order_relaxed);
     out.backends.push_back(std::move(s));
   }
   return out;

@@ -58,7 +58,8 @@ TEST(RendezvousConfig, ExactMessages) {
           .message(),
       "errors validating weighted_rendezvous LB policy config: "
       "[field:balanceFactorPercent error:unknown field (known: hashHeader, "
-      "endpoints, defaultWeight, missingKey, maxInFlightPerBackend; "
+      "endpoints, defaultWeight, missingKey, maxInFlightPerBackend, "
+      "retryRouting; "
       "balanceFactorPercent belongs to bounded_load_rendezvous)]");
 }
 
@@ -77,6 +78,8 @@ TEST(RendezvousConfig, EachRuleNamesItsField) {
        "field:defaultWeight error:must be at least 1"},
       {R"({"hashHeader":"k","missingKey":"DROP"})",
        R"(field:missingKey error:must be "RANDOM" or "FAIL")"},
+      {R"({"hashHeader":"k","retryRouting":"NEXT"})",
+       R"(field:retryRouting error:must be "NEXT_CHOICE" or "SAME_OWNER")"},
       {R"({"hashHeader":"k","maxInFlightPerBackend":0})",
        "field:maxInFlightPerBackend error:must be at least 1"},
       {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","weight":0}]})",

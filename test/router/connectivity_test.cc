@@ -27,11 +27,12 @@ TEST(RoutingState, Transitions) {
               RoutingState::kFailed);
     for (const Connectivity c : {Connectivity::kIdle, Connectivity::kConnecting,
                                  Connectivity::kShutdown}) {
-      // Pending or READY becomes pending (IDLE after a clean disconnect
-      // holds its keys); failed stays failed until READY.
-      EXPECT_EQ(NextRoutingState(from, c), from == RoutingState::kFailed
-                                               ? RoutingState::kFailed
-                                               : RoutingState::kPending)
+      // Only a never-READY backend is pending; one that leaves READY (a
+      // GOAWAY's IDLE, a lost connection) is failed, and failed stays
+      // failed until READY.
+      EXPECT_EQ(NextRoutingState(from, c), from == RoutingState::kPending
+                                               ? RoutingState::kPending
+                                               : RoutingState::kFailed)
           << ToString(from) << " + " << ToString(c);
     }
   }
@@ -51,8 +52,35 @@ TEST(RoutingState, ApplyReportsChangesAndKeepsTheLastFailure) {
                        absl::UnavailableError("refused again")));
   EXPECT_EQ(b.last_failure, absl::UnavailableError("refused again"));
   EXPECT_TRUE(b.Apply(Connectivity::kReady, absl::OkStatus()));
-  EXPECT_TRUE(b.Apply(Connectivity::kIdle, absl::OkStatus()));
-  EXPECT_EQ(b.routing, RoutingState::kPending);
+  EXPECT_FALSE(b.reconnecting);
+}
+
+// A backend leaving READY without a TRANSIENT_FAILURE (GOAWAY, a drained or
+// crashed server) passes its keys on at once, and is "reconnecting" for the
+// channel's state until it fails or is READY again.
+TEST(RoutingState, LeavingReadyIsFailedAndReconnecting) {
+  for (const Connectivity c : {Connectivity::kIdle, Connectivity::kConnecting,
+                               Connectivity::kShutdown}) {
+    BackendState b;
+    EXPECT_TRUE(b.Apply(Connectivity::kReady, absl::OkStatus()));
+    EXPECT_TRUE(b.Apply(c, absl::OkStatus()));
+    EXPECT_EQ(b.routing, RoutingState::kFailed) << ToString(c);
+    EXPECT_TRUE(b.reconnecting);
+    EXPECT_EQ(b.last_failure.code(), absl::StatusCode::kUnavailable);
+    EXPECT_NE(b.last_failure.message().find(ToString(c)),
+              std::string_view::npos);
+    // Its reconnect attempt changes nothing; a refusal ends "reconnecting".
+    EXPECT_FALSE(b.Apply(Connectivity::kConnecting, absl::OkStatus()));
+    EXPECT_TRUE(b.reconnecting);
+    EXPECT_FALSE(b.Apply(Connectivity::kTransientFailure,
+                         absl::UnavailableError("refused")));
+    EXPECT_FALSE(b.reconnecting);
+    EXPECT_FALSE(b.Apply(Connectivity::kIdle, absl::OkStatus()));
+    EXPECT_FALSE(b.reconnecting);  // failed already: still a failure
+    EXPECT_EQ(b.last_failure, absl::UnavailableError("refused"));
+    EXPECT_TRUE(b.Apply(Connectivity::kReady, absl::OkStatus()));
+    EXPECT_FALSE(b.reconnecting);
+  }
 }
 
 TEST(Connectivity, NamesAreGrpcs) {
@@ -85,6 +113,27 @@ TEST(AggregateState, Rule2AnyPendingIsConnecting) {
       AggregateState(States(2, RoutingState::kPending), absl::OkStatus(), "")
           .state,
       Connectivity::kConnecting);
+}
+
+// Rule 2 also holds the channel's calls while every backend lost its READY
+// connection and none has failed to reconnect yet (a GOAWAY everywhere).
+TEST(AggregateState, Rule2ReconnectingAfterReadyIsConnecting) {
+  std::vector<BackendState> states(2);
+  for (BackendState& b : states) {
+    b.Apply(Connectivity::kReady, absl::OkStatus());
+    b.Apply(Connectivity::kIdle, absl::OkStatus());
+  }
+  EXPECT_EQ(AggregateState(states, absl::OkStatus(), "").state,
+            Connectivity::kConnecting);
+  states[0].Apply(Connectivity::kTransientFailure, absl::UnavailableError("x"));
+  EXPECT_EQ(AggregateState(states, absl::OkStatus(), "").state,
+            Connectivity::kConnecting);
+  states[1].Apply(Connectivity::kTransientFailure, absl::UnavailableError("y"));
+  const ChannelState channel = AggregateState(states, absl::OkStatus(), "");
+  EXPECT_EQ(channel.state, Connectivity::kTransientFailure);
+  EXPECT_EQ(channel.status,
+            absl::UnavailableError("poise: connections to all 2 backends "
+                                   "failing; last error: UNAVAILABLE: y"));
 }
 
 // Rule 3: else TRANSIENT_FAILURE with the last failure in list order.

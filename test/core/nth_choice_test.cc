@@ -1,0 +1,145 @@
+// The k-th choice of a key (retries) against the plain contract's order.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "poise/identity_table.h"
+#include "poise/rendezvous.h"
+#include "src/core/contract.h"
+#include "test_util.h"
+
+namespace poise {
+namespace {
+
+using test_util::View;
+
+std::vector<contract::Backend> RandomBackends(std::mt19937& rng) {
+  std::vector<contract::Backend> b;
+  const size_t n = 1 + rng() % 10;
+  for (size_t i = 0; i < n; ++i) {
+    // Distinct identities: the policies list one backend per identity.
+    b.push_back({"id" + std::to_string(i) + "-" + std::to_string(rng() % 7),
+                 static_cast<uint32_t>(1 + rng() % 5), rng() % 6,
+                 rng() % 5 != 0});
+  }
+  return b;
+}
+
+TEST(PickNth, IsTheContractsOrderWrappingAround) {
+  std::mt19937 rng(19);
+  for (int trial = 0; trial < 1500; ++trial) {
+    const std::vector<contract::Backend> b = RandomBackends(rng);
+    const std::vector<Candidate> c = View(b);
+    const IdentityTable table(c);
+    const std::string key = "k" + std::to_string(trial);
+    const std::vector<contract::Ranked> order = contract::Order(key, b);
+    for (size_t n = 0; n < 2 * b.size() + 1; ++n) {
+      const Result<size_t> got = WeightedRendezvous::PickNth(key, c, table, n);
+      ASSERT_EQ(got.ok(), !order.empty());
+      if (!got.ok()) {
+        EXPECT_EQ(got.error(), PickError::kNoEligibleCandidates);
+        continue;
+      }
+      ASSERT_EQ(got.value(), order[n % order.size()].index) << key << " " << n;
+    }
+    if (!order.empty()) {
+      EXPECT_EQ(WeightedRendezvous::PickNth(key, c, table, 0).value(),
+                WeightedRendezvous::Pick(key, c, table).value());
+    }
+  }
+}
+
+TEST(PickNth, Errors) {
+  const std::vector<Candidate> none = {{"a", 1, false}, {"b", 0, true}};
+  EXPECT_EQ(WeightedRendezvous::PickNth(
+                "k", {}, IdentityTable(std::vector<Candidate>{}), 0)
+                .error(),
+            PickError::kEmpty);
+  EXPECT_EQ(
+      WeightedRendezvous::PickNth("k", none, IdentityTable(none), 3).error(),
+      PickError::kNoEligibleCandidates);
+  const std::vector<Candidate> one = {{"a", 1}};
+  EXPECT_EQ(
+      WeightedRendezvous::PickNth("k", one, IdentityTable(none), 0).error(),
+      PickError::kTableMismatch);
+  // A huge n wraps without walking n steps.
+  EXPECT_EQ(WeightedRendezvous::PickNth("k", one, IdentityTable(one), SIZE_MAX)
+                .value(),
+            0u);
+}
+
+TEST(DecideNth, IsTheContractsOrderOfBackendsWithRoom) {
+  std::mt19937 rng(91);
+  DecisionScratch scratch;
+  for (int trial = 0; trial < 1500; ++trial) {
+    const std::vector<contract::Backend> b = RandomBackends(rng);
+    const std::vector<Candidate> c = View(b);
+    const IdentityTable table(c);
+    const std::string key = "k" + std::to_string(trial);
+    const uint32_t factor = 100 + static_cast<uint32_t>(rng() % 120);
+    const auto policy = BoundedLoadRendezvous::Create(factor).value();
+    const std::vector<contract::Ranked> order = contract::Order(key, b);
+    // The contract's capacities over the eligible backends.
+    uint64_t total_load = 0;
+    uint64_t total_weight = 0;
+    for (const auto& x : b) {
+      if (x.eligible) {
+        total_load += x.load;
+        total_weight += x.weight;
+      }
+    }
+    std::vector<size_t> with_room;
+    for (const contract::Ranked& r : order) {
+      if (b[r.index].load < contract::Capacity(factor, total_load,
+                                               b[r.index].weight,
+                                               total_weight)) {
+        with_room.push_back(r.index);
+      }
+    }
+    const auto load = [&](size_t i) { return b[i].load; };
+    const Result<contract::Decision> first = contract::Decide(key, b, factor);
+    for (size_t n = 0; n < 2 * b.size() + 1; ++n) {
+      const Result<Decision> got =
+          policy.DecideNth(key, c, table, load, n, scratch);
+      ASSERT_EQ(got.ok(), first.ok());
+      if (!got.ok()) {
+        EXPECT_EQ(got.error(), first.error());
+        continue;
+      }
+      ASSERT_FALSE(with_room.empty());
+      const size_t want = with_room[n % with_room.size()];
+      ASSERT_EQ(got.value().selection, want) << key << " " << n;
+      EXPECT_EQ(got.value().affinity, first.value().affinity);
+      EXPECT_EQ(got.value().spilled, want != first.value().affinity);
+      EXPECT_EQ(got.value().selected_load, b[want].load);
+      EXPECT_TRUE(
+          got.value().selected_capacity ==
+          contract::Capacity(factor, total_load, b[want].weight, total_weight));
+      if (n == 0) {
+        EXPECT_EQ(got.value().selection, first.value().selection);
+      }
+    }
+  }
+}
+
+TEST(DecideNth, SamplesEachEligibleLoadOnce) {
+  const std::vector<Candidate> c = {{"a", 1}, {"b", 2, false}, {"c", 3}};
+  const IdentityTable table(c);
+  std::vector<int> reads(c.size(), 0);
+  DecisionScratch scratch;
+  const auto r = BoundedLoadRendezvous().DecideNth(
+      "k", c, table,
+      [&](size_t i) {
+        ++reads[i];
+        return uint64_t{0};
+      },
+      1, scratch);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(reads, (std::vector<int>{1, 0, 1}));
+}
+
+}  // namespace
+}  // namespace poise
