@@ -253,7 +253,7 @@ TEST(PreparedCandidates, ShortPathsOnlyForListsThatFit) {
     for (const Candidate& c : p->candidates()) {
       backends.push_back({std::string(c.identity), c.weight, 0, true});
     }
-    for (uint64_t owner_load : {0, 1, 2}) {
+    for (const uint64_t owner_load : {uint64_t{0}, uint64_t{1}, uint64_t{2}}) {
       for (int k = 0; k < 50; ++k) {
         const std::string key = "heavy-" + std::to_string(k);
         const size_t owner = contract::Pick(key, backends).value();
