@@ -34,6 +34,7 @@
 #include "src/core/lib/load_balancing/subchannel_interface.h"
 #include "src/core/lib/resolver/server_address.h"
 #include "src/core/lib/transport/connectivity_state.h"
+#include "poise/grpc_lb.h"
 #include "src/grpc/identity_attribute.h"
 #include "src/grpc/registration.h"
 #include "src/grpc/rendezvous_config.h"
@@ -111,7 +112,12 @@ router::ResolverEntry EntryOf(const ServerAddress& address, std::string text) {
   if (weight != nullptr) entry.weight = weight->weight();
   const auto* identity = static_cast<const IdentityAttribute*>(
       address.GetAttribute(IdentityAttribute::kKey));
-  if (identity != nullptr) entry.identity = identity->identity();
+  if (identity != nullptr) {
+    entry.identity = identity->identity();
+  } else if (auto arg = address.args().GetString(kIdentityAddressArg);
+             arg.has_value()) {
+    entry.identity = std::string(*arg);
+  }
   return entry;
 }
 
