@@ -225,7 +225,8 @@ class PoiseResolver final : public grpc_core::PollingResolver {
       } else {
         srv_no_answer = true;
         srv_error = absl::StrCat("SRV name ", target_.srv_name, ": ",
-                                 dns::OutcomeName(srv.outcome), " (",
+                                 std::string(dns::OutcomeName(srv.outcome)),
+                                 " (",
                                  srv.message, ")");
       }
     }
@@ -286,7 +287,8 @@ class PoiseResolver final : public grpc_core::PollingResolver {
                       std::string(dns::OutcomeName(name.outcome)).c_str(),
                       name.message.c_str());
       failures.push_back(absl::StrCat(
-          name.identity, " (", dns::OutcomeName(name.outcome), ")"));
+          name.identity, " (", std::string(dns::OutcomeName(name.outcome)),
+          ")"));
     }
     if (kept.empty()) {
       const std::string what =
