@@ -39,7 +39,8 @@ inline constexpr char kIdentityAddressArg[] = "poise.identity";
 // resolvers re-resolve even when no backend failed (default 30000; 0: never).
 // Re-resolutions keep GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS (default
 // 30000) apart, so a shorter refresh also needs that argument lowered.
-inline constexpr char kDnsRefreshIntervalArg[] = "poise.dns_refresh_interval_ms";
+inline constexpr char kDnsRefreshIntervalArg[] =
+    "poise.dns_refresh_interval_ms";
 
 // Target schemes of the resolvers RegisterPolicies() registers:
 //   poise-dns:[//dns-server/]host:port[,host:port...]  identity "host:port"
@@ -49,12 +50,12 @@ inline constexpr char kDnsRefreshIntervalArg[] = "poise.dns_refresh_interval_ms"
 inline constexpr char kDnsResolverScheme[] = "poise-dns";
 inline constexpr char kSrvResolverScheme[] = "poise-srv";
 
-// Registers both policies and both resolvers with gRPC's core configuration. Idempotent and
-// thread-safe. It must run before the first channel or server exists: gRPC
-// freezes its configuration then, and a later registration would abort the
-// process, so a late call returns FailedPrecondition instead. It also refuses
-// (FailedPrecondition) when the gRPC library loaded at run time is not the
-// version this library was compiled against, because the policies depend on
+// Registers both policies and both resolvers with gRPC's core configuration.
+// Idempotent and thread-safe. It must run before the first channel or server
+// exists: gRPC freezes its configuration then, and a later registration would
+// abort the process, so a late call returns FailedPrecondition instead. It also
+// refuses (FailedPrecondition) when the gRPC library loaded at run time is not
+// the version this library was compiled against, because the policies depend on
 // that version's internal ABI.
 absl::Status RegisterPolicies();
 

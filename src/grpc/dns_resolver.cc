@@ -168,19 +168,17 @@ class PoiseResolver final : public grpc_core::PollingResolver {
     std::chrono::milliseconds query_timeout = kDefaultQueryTimeout;
   };
 
-  PoiseResolver(ResolverArgs args,
-                const ChannelArgs& channel_args,
+  PoiseResolver(ResolverArgs args, const ChannelArgs& channel_args,
                 std::shared_ptr<grpc_core::WorkSerializer> work_serializer,
                 dns::Target target, const Settings& settings)
-      : PollingResolver(
-            std::move(args), channel_args,
-            settings.min_time_between_resolutions,
-            grpc_core::BackOff::Options()
-                .set_initial_backoff(Duration::Seconds(1))
-                .set_multiplier(1.6)
-                .set_jitter(0.2)
-                .set_max_backoff(Duration::Seconds(120)),
-            &poise_dns_trace),
+      : PollingResolver(std::move(args), channel_args,
+                        settings.min_time_between_resolutions,
+                        grpc_core::BackOff::Options()
+                            .set_initial_backoff(Duration::Seconds(1))
+                            .set_multiplier(1.6)
+                            .set_jitter(0.2)
+                            .set_max_backoff(Duration::Seconds(120)),
+                        &poise_dns_trace),
         work_serializer_(std::move(work_serializer)),
         target_(std::move(target)),
         refresh_interval_(settings.refresh_interval) {
@@ -226,8 +224,7 @@ class PoiseResolver final : public grpc_core::PollingResolver {
         srv_no_answer = true;
         srv_error = absl::StrCat("SRV name ", target_.srv_name, ": ",
                                  std::string(dns::OutcomeName(srv.outcome)),
-                                 " (",
-                                 srv.message, ")");
+                                 " (", srv.message, ")");
       }
     }
     OnRequestComplete(Merge(std::move(names), srv_error, srv_no_answer));
@@ -267,11 +264,9 @@ class PoiseResolver final : public grpc_core::PollingResolver {
         kept.push_back(std::move(name));
         continue;
       }
-      const auto previous =
-          std::find_if(last_good_.begin(), last_good_.end(),
-                       [&](const NameResult& p) {
-                         return p.identity == name.identity;
-                       });
+      const auto previous = std::find_if(
+          last_good_.begin(), last_good_.end(),
+          [&](const NameResult& p) { return p.identity == name.identity; });
       if (name.outcome != dns::Outcome::kNoRecords &&
           previous != last_good_.end()) {
         POISE_DNS_TRACE(
@@ -286,9 +281,9 @@ class PoiseResolver final : public grpc_core::PollingResolver {
                       scheme.c_str(), name.identity.c_str(),
                       std::string(dns::OutcomeName(name.outcome)).c_str(),
                       name.message.c_str());
-      failures.push_back(absl::StrCat(
-          name.identity, " (", std::string(dns::OutcomeName(name.outcome)),
-          ")"));
+      failures.push_back(
+          absl::StrCat(name.identity, " (",
+                       std::string(dns::OutcomeName(name.outcome)), ")"));
     }
     if (kept.empty()) {
       const std::string what =
@@ -319,8 +314,9 @@ class PoiseResolver final : public grpc_core::PollingResolver {
   }
 
   OrphanablePtr<Orphanable> StartRequest() override {
-    return grpc_core::MakeOrphanable<LookupRequest>(RefCountedPtr<PoiseResolver>(
-        static_cast<PoiseResolver*>(Ref(DEBUG_LOCATION, "lookup").release())));
+    return grpc_core::MakeOrphanable<LookupRequest>(
+        RefCountedPtr<PoiseResolver>(static_cast<PoiseResolver*>(
+            Ref(DEBUG_LOCATION, "lookup").release())));
   }
 
   void ArmRefreshTimerLocked() {
@@ -334,8 +330,8 @@ class PoiseResolver final : public grpc_core::PollingResolver {
 
   static void OnRefresh(void* arg, grpc_error_handle error) {
     auto* self = static_cast<PoiseResolver*>(arg);
-    self->work_serializer_->Run(
-        [self, error] { self->OnRefreshLocked(error); }, DEBUG_LOCATION);
+    self->work_serializer_->Run([self, error] { self->OnRefreshLocked(error); },
+                                DEBUG_LOCATION);
   }
 
   void OnRefreshLocked(const grpc_error_handle& error) {
@@ -413,9 +409,7 @@ class PoiseResolverFactory final : public grpc_core::ResolverFactory {
 
   // Every target is "valid" here: a bad one gets a resolver that reports the
   // part at fault, rather than gRPC's generic "invalid target" lame channel.
-  bool IsValidUri(const grpc_core::URI& /*uri*/) const override {
-    return true;
-  }
+  bool IsValidUri(const grpc_core::URI& /*uri*/) const override { return true; }
 
   OrphanablePtr<Resolver> CreateResolver(ResolverArgs args) const override {
     auto target = dns::ParseTargetParts(scheme_, args.uri.authority(),
@@ -425,23 +419,23 @@ class PoiseResolverFactory final : public grpc_core::ResolverFactory {
                                                       target.status());
     }
     PoiseResolver::Settings settings;
-    settings.min_time_between_resolutions =
-        std::max(Duration::Zero(),
-                 args.args
-                     .GetDurationFromIntMillis(
-                         GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS)
-                     .value_or(kDefaultMinTimeBetweenResolutions));
+    settings.min_time_between_resolutions = std::max(
+        Duration::Zero(), args.args
+                              .GetDurationFromIntMillis(
+                                  GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS)
+                              .value_or(kDefaultMinTimeBetweenResolutions));
     settings.refresh_interval =
         args.args.GetDurationFromIntMillis(kDnsRefreshIntervalArg)
             .value_or(kDefaultRefreshInterval);
     const auto timeout =
         args.args.GetInt(GRPC_ARG_DNS_ARES_QUERY_TIMEOUT_MS).value_or(0);
-    if (timeout > 0) settings.query_timeout = std::chrono::milliseconds(timeout);
+    if (timeout > 0)
+      settings.query_timeout = std::chrono::milliseconds(timeout);
     const ChannelArgs channel_args = args.args;
     auto work_serializer = args.work_serializer;
     return grpc_core::MakeOrphanable<PoiseResolver>(
-        std::move(args), channel_args, std::move(work_serializer), *std::move(target),
-        settings);
+        std::move(args), channel_args, std::move(work_serializer),
+        *std::move(target), settings);
   }
 
  private:

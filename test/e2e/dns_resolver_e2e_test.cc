@@ -135,9 +135,8 @@ std::string DnsTarget(const DnsmasqServer& dns, const std::vector<Pod>& pods) {
 
 bool ServesPrediction(Client& client,
                       const std::map<std::string, std::string>& predicted) {
-  return WaitFor(
-      [&] { return Differences(Route(client), predicted) == 0; },
-      std::chrono::seconds(15), std::chrono::milliseconds(50));
+  return WaitFor([&] { return Differences(Route(client), predicted) == 0; },
+                 std::chrono::seconds(15), std::chrono::milliseconds(50));
 }
 
 TEST(DnsResolverE2e, PodRestartKeepsEveryKeyOnItsIdentity) {
@@ -208,9 +207,9 @@ TEST(DnsResolverE2e, SrvScaleOutFoundByPeriodicRefresh) {
   DnsmasqServer dns;
   ASSERT_TRUE(dns.Start(ZoneOf(three, true)));
   const std::string label = "srv-scale-out";
-  Client client(absl::StrCat("poise-srv://", dns.authority(),
-                             "/_grpc._tcp.web.test"),
-                LbConfig("weighted_rendezvous"), label, FastRefresh(300));
+  Client client(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      LbConfig("weighted_rendezvous"), label, FastRefresh(300));
   const auto predicted3 = Predict(three);
   ASSERT_TRUE(ServesPrediction(client, predicted3));
   const auto before = Route(client);
@@ -231,6 +230,39 @@ TEST(DnsResolverE2e, SrvScaleOutFoundByPeriodicRefresh) {
   EXPECT_EQ(moved, expected);
   EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
   std::printf("[ scale-out ] %d keys: %d moved, %zu predicted (to web-3)\n",
+              kKeys, n, expected.size());
+}
+
+TEST(DnsResolverE2e, SrvScaleInMovesOnlyTheRemovedIdentitysKeys) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(4);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  const std::string label = "srv-scale-in";
+  Client client(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      LbConfig("weighted_rendezvous"), label, FastRefresh(300));
+  ASSERT_TRUE(ServesPrediction(client, Predict(pods)));
+  const auto before = Route(client);
+  std::vector<Pod> three;
+  for (int i : {0, 1, 3}) {
+    three.push_back({pods[i].name, nullptr});
+    three.back().backend.swap(pods[i].backend);
+  }
+  ASSERT_TRUE(dns.SetRecords(ZoneOf(three, true)));  // web-2 leaves the SRV
+  ASSERT_TRUE(WaitFor([&] { return StatsFor(label).backends.size() == 3; },
+                      std::chrono::seconds(10)));
+  const auto predicted3 = Predict(three);
+  ASSERT_TRUE(ServesPrediction(client, predicted3));
+  std::set<std::string> moved;
+  const int n = Differences(Route(client), before, &moved);
+  std::set<std::string> expected;
+  for (const auto& [key, owner] : before) {
+    if (owner == "web-2") expected.insert(key);
+  }
+  EXPECT_EQ(moved, expected);
+  EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
+  std::printf("[ scale-in ] %d keys: %d moved, %zu predicted (web-2's)\n",
               kKeys, n, expected.size());
 }
 
@@ -266,9 +298,9 @@ TEST(DnsResolverE2e, SilentDnsServerKeepsTheLastGoodList) {
   DnsmasqServer dns;
   ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
   const std::string label = "dns-paused";
-  Client client(absl::StrCat("poise-srv://", dns.authority(),
-                             "/_grpc._tcp.web.test"),
-                LbConfig("weighted_rendezvous"), label, FastRefresh(200));
+  Client client(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      LbConfig("weighted_rendezvous"), label, FastRefresh(200));
   const auto predicted = Predict(pods);
   ASSERT_TRUE(ServesPrediction(client, predicted));
   ASSERT_TRUE(dns.Pause());
@@ -297,8 +329,7 @@ std::string FailureOf(const std::string& target,
   EXPECT_FALSE(out.status.ok()) << target;
   EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE)
       << out.status.error_message();
-  EXPECT_EQ(client.channel()->GetState(false),
-            GRPC_CHANNEL_TRANSIENT_FAILURE);
+  EXPECT_EQ(client.channel()->GetState(false), GRPC_CHANNEL_TRANSIENT_FAILURE);
   return out.status.error_message();
 }
 
@@ -310,8 +341,7 @@ TEST(DnsResolverE2e, SrvNameWithoutRecordsIsAResolverError) {
   const std::string message = FailureOf(
       absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.none.test"),
       FastRefresh(300));
-  EXPECT_NE(message.find("_grpc._tcp.none.test"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("_grpc._tcp.none.test"), std::string::npos) << message;
   EXPECT_NE(message.find("no records"), std::string::npos) << message;
 }
 
@@ -320,10 +350,10 @@ TEST(DnsResolverE2e, EveryNameFailingNamesTheNames) {
   std::vector<Pod> pods = StartPods(1);
   DnsmasqServer dns;
   ASSERT_TRUE(dns.Start(ZoneOf(pods, false)));
-  const std::string message = FailureOf(
-      absl::StrCat("poise-dns://", dns.authority(),
-                   "/gone-a.test:1,gone-b.test:2"),
-      FastRefresh(300));
+  const std::string message =
+      FailureOf(absl::StrCat("poise-dns://", dns.authority(),
+                             "/gone-a.test:1,gone-b.test:2"),
+                FastRefresh(300));
   EXPECT_NE(message.find("gone-a.test:1"), std::string::npos) << message;
   EXPECT_NE(message.find("gone-b.test:2"), std::string::npos) << message;
 }
