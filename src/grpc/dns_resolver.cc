@@ -67,7 +67,6 @@ using grpc_core::OrphanablePtr;
 using grpc_core::RefCountedPtr;
 using grpc_core::Resolver;
 using grpc_core::ResolverArgs;
-using grpc_core::ServerAddress;
 using grpc_core::ServerAddressList;
 using grpc_core::Timestamp;
 
@@ -154,6 +153,7 @@ class LookupRequest final
   void Orphan() override { Unref(); }
 
  private:
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): grpc_iomgr_cb_func
   static void Run(void* arg, grpc_error_handle error);
 
   RefCountedPtr<PoiseResolver> resolver_;
@@ -328,6 +328,7 @@ class PoiseResolver final : public grpc_core::PollingResolver {
                     &on_refresh_);
   }
 
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): grpc_iomgr_cb_func
   static void OnRefresh(void* arg, grpc_error_handle error) {
     auto* self = static_cast<PoiseResolver*>(arg);
     self->work_serializer_->Run([self, error] { self->OnRefreshLocked(error); },
@@ -369,6 +370,7 @@ LookupRequest::LookupRequest(RefCountedPtr<PoiseResolver> resolver)
                            grpc_core::ExecutorJobType::LONG);
 }
 
+// NOLINTNEXTLINE(performance-unnecessary-value-param): grpc_iomgr_cb_func
 void LookupRequest::Run(void* arg, grpc_error_handle /*error*/) {
   auto* self = static_cast<LookupRequest*>(arg);
   self->resolver_->ResolveBlocking();
@@ -429,8 +431,9 @@ class PoiseResolverFactory final : public grpc_core::ResolverFactory {
             .value_or(kDefaultRefreshInterval);
     const auto timeout =
         args.args.GetInt(GRPC_ARG_DNS_ARES_QUERY_TIMEOUT_MS).value_or(0);
-    if (timeout > 0)
+    if (timeout > 0) {
       settings.query_timeout = std::chrono::milliseconds(timeout);
+    }
     const ChannelArgs channel_args = args.args;
     auto work_serializer = args.work_serializer;
     return grpc_core::MakeOrphanable<PoiseResolver>(

@@ -116,7 +116,7 @@ router::ResolverEntry EntryOf(const ServerAddress& address, std::string text) {
     entry.identity = identity->identity();
   } else if (auto arg = address.args().GetString(kIdentityAddressArg);
              arg.has_value()) {
-    entry.identity = std::string(*arg);
+    entry.identity.emplace(arg->data(), arg->size());
   }
   return entry;
 }

@@ -69,8 +69,10 @@ DnsZone ZoneOf(const std::vector<Pod>& pods, bool srv) {
 // key -> the id of the backend that owns it over these identities.
 std::map<std::string, std::string> Predict(const std::vector<Pod>& pods) {
   std::vector<std::string> identities;
+  identities.reserve(pods.size());
   for (const Pod& pod : pods) identities.push_back(pod.identity());
   std::vector<Candidate> candidates;
+  candidates.reserve(identities.size());
   for (const auto& id : identities) candidates.push_back({id, 1, true});
   std::map<std::string, std::string> owner;
   for (int k = 0; k < kKeys; ++k) {
@@ -87,6 +89,7 @@ std::map<std::string, std::string> Route(Client& client) {
   std::map<std::string, std::string> served;
   std::atomic<int> next{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       for (int k = next++; k < kKeys; k = next++) {
