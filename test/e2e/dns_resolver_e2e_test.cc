@@ -83,6 +83,25 @@ std::map<std::string, std::string> Predict(const std::vector<Pod>& pods) {
   return owner;
 }
 
+// The same over the addresses ("127.0.0.3:port"): what an address identity
+// would do, for comparison.
+std::map<std::string, std::string> PredictByAddress(
+    const std::vector<Pod>& pods) {
+  std::vector<std::string> addresses;
+  addresses.reserve(pods.size());
+  for (const Pod& pod : pods) addresses.push_back(pod.backend->address());
+  std::vector<Candidate> candidates;
+  candidates.reserve(addresses.size());
+  for (const auto& a : addresses) candidates.push_back({a, 1, true});
+  std::map<std::string, std::string> owner;
+  for (int k = 0; k < kKeys; ++k) {
+    const std::string key = absl::StrCat("key-", k);
+    owner[key] =
+        pods[WeightedRendezvous::Pick(key, candidates).value()].backend->id();
+  }
+  return owner;
+}
+
 // Every key once, from kThreads client threads: key -> serving backend id.
 std::map<std::string, std::string> Route(Client& client) {
   std::mutex mu;
@@ -154,6 +173,7 @@ TEST(DnsResolverE2e, PodRestartKeepsEveryKeyOnItsIdentity) {
   ASSERT_TRUE(ServesPrediction(client, predicted));
   const auto before = Route(client);
   ASSERT_EQ(Differences(before, predicted), 0);
+  const auto by_address_before = PredictByAddress(pods);
 
   // web-1 dies: only its own keys move.
   Backend& web1 = *pods[1].backend;
@@ -195,8 +215,10 @@ TEST(DnsResolverE2e, PodRestartKeepsEveryKeyOnItsIdentity) {
   EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
   std::printf(
       "[ restart ] %d keys, web-1 owns %d: %zu moved while down (%d of "
-      "other backends), %d differ after it returned on 127.0.0.5\n",
-      kKeys, own, moved.size(), others_moved, Differences(after, before));
+      "other backends), %d differ after it returned on 127.0.0.5 (address "
+      "identities would have moved %d)\n",
+      kKeys, own, moved.size(), others_moved, Differences(after, before),
+      Differences(PredictByAddress(pods), by_address_before));
 }
 
 TEST(DnsResolverE2e, SrvScaleOutFoundByPeriodicRefresh) {
