@@ -69,7 +69,8 @@ absl::Status ValidateServiceConfig(std::string_view service_config_json);
 // Checks a poise-dns or poise-srv target as the resolver will when a channel
 // is created (where a bad target only shows as a TRANSIENT_FAILURE channel).
 // INVALID_ARGUMENT naming the part at fault, e.g.
-//   poise-dns target "poise-dns:///a.example": name "a.example" missing port
+//   poise-dns target "poise-dns:///a.example": name 1 of 1 "a.example":
+//   missing port
 // Other schemes are INVALID_ARGUMENT too. Needs no gRPC initialisation.
 absl::Status ValidateTarget(std::string_view target);
 

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -79,6 +80,10 @@ grpc_core::TraceFlag poise_dns_trace(false, "poise_dns");
       gpr_log(GPR_INFO, __VA_ARGS__);               \
     }                                               \
   } while (0)
+
+static_assert(std::string_view(kDnsResolverScheme) == dns::kDnsScheme &&
+                  std::string_view(kSrvResolverScheme) == dns::kSrvScheme,
+              "the public scheme names are the parser's");
 
 constexpr Duration kDefaultMinTimeBetweenResolutions = Duration::Seconds(30);
 constexpr Duration kDefaultRefreshInterval = Duration::Seconds(30);
