@@ -4,6 +4,8 @@
 // the identities (WeightedRendezvous::Pick over "host:port").
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -341,6 +343,32 @@ TEST(DnsResolverE2e, SilentDnsServerKeepsTheLastGoodList) {
   EXPECT_EQ(Differences(Route(client), predicted), 0);
   EXPECT_EQ(client.channel()->GetState(false), GRPC_CHANNEL_READY);
   EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
+}
+
+// Without a DNS server in the target, A/AAAA go through gRPC's own resolver
+// interface (the system's configuration; here /etc/hosts' localhost).
+TEST(DnsResolverE2e, SystemResolverNamesTheAddressByItsHost) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo("localhost", nullptr, &hints, &found) != 0) {
+    GTEST_SKIP() << "localhost does not resolve here";
+  }
+  const bool ipv4_first = found->ai_family == AF_INET;
+  freeaddrinfo(found);
+  if (!ipv4_first) GTEST_SKIP() << "localhost resolves to IPv6 first here";
+  Backend backend("local", kHeader);
+  ASSERT_TRUE(backend.Start().ok());
+  const std::string label = "dns-system";
+  Client client(absl::StrCat("poise-dns:///LocalHost:", backend.port()),
+                LbConfig("weighted_rendezvous"), label);
+  EXPECT_EQ(client.Call("k").ServedBy(), "local");
+  const auto stats = StatsFor(label);
+  ASSERT_EQ(stats.backends.size(), 1U);
+  EXPECT_EQ(stats.backends[0].identity,
+            absl::StrCat("localhost:", backend.port()));
+  EXPECT_EQ(stats.backends[0].address, backend.address());
 }
 
 // A call that fails fast on a channel whose resolver failed.
