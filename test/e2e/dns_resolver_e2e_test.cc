@@ -227,7 +227,7 @@ TEST(DnsResolverE2e, SrvScaleOutFoundByPeriodicRefresh) {
   POISE_REQUIRE_DNSMASQ();
   std::vector<Pod> pods = StartPods(4);
   std::vector<Pod> three;
-  for (int i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < 3; ++i) {
     three.push_back({pods[i].name, nullptr});
     three.back().backend.swap(pods[i].backend);
   }
@@ -272,7 +272,7 @@ TEST(DnsResolverE2e, SrvScaleInMovesOnlyTheRemovedIdentitysKeys) {
   ASSERT_TRUE(ServesPrediction(client, Predict(pods)));
   const auto before = Route(client);
   std::vector<Pod> three;
-  for (int i : {0, 1, 3}) {
+  for (size_t i : {0U, 1U, 3U}) {
     three.push_back({pods[i].name, nullptr});
     three.back().backend.swap(pods[i].backend);
   }
