@@ -80,7 +80,9 @@ Backend::Backend(std::string id, std::string key_header)
 
 Backend::~Backend() { Stop(); }
 
-absl::Status Backend::Start(int port) {
+absl::Status Backend::Start(int port) { return StartOn("127.0.0.1", port); }
+
+absl::Status Backend::StartOn(const std::string& ip, int port) {
   std::lock_guard<std::mutex> lock(life_mu_);
   if (server_ != nullptr) {
     return absl::FailedPreconditionError(
@@ -92,7 +94,7 @@ absl::Status Backend::Start(int port) {
   auto service = std::make_unique<Service>(this);
   int bound_port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port),
+  builder.AddListeningPort(absl::StrCat(ip, ":", port),
                            grpc::InsecureServerCredentials(), &bound_port);
   builder.RegisterService(service.get());
   stopping_.store(false);
@@ -100,11 +102,15 @@ absl::Status Backend::Start(int port) {
   if (server == nullptr || bound_port == 0) {
     if (server != nullptr) server->Shutdown();
     return absl::UnavailableError(
-        absl::StrCat("backend ", id_, " could not listen on 127.0.0.1:", port));
+        absl::StrCat("backend ", id_, " could not listen on ", ip, ":", port));
   }
   service_ = std::move(service);
   server_ = std::move(server);
   port_.store(bound_port);
+  {
+    std::lock_guard<std::mutex> ip_lock(ip_mu_);
+    ip_ = ip;
+  }
   running_.store(true);
   return absl::OkStatus();
 }
@@ -129,15 +135,20 @@ absl::Status Backend::Restart() {
     return absl::FailedPreconditionError(
         absl::StrCat("backend ", id_, " was never started"));
   }
-  return Start(port);
+  return StartOn(ip(), port);
 }
 
 bool Backend::running() const { return running_.load(); }
 
 int Backend::port() const { return port_.load(); }
 
+std::string Backend::ip() const {
+  std::lock_guard<std::mutex> lock(ip_mu_);
+  return ip_;
+}
+
 std::string Backend::address() const {
-  return absl::StrCat("127.0.0.1:", port_.load());
+  return absl::StrCat(ip(), ":", port_.load());
 }
 
 std::set<std::string> Backend::keys_seen() const {

@@ -41,6 +41,9 @@ class Backend {
   // Listens on 127.0.0.1:`port`; port 0 lets the kernel choose. The chosen
   // port is kept for Restart(). Fails when already running or on bind errors.
   absl::Status Start(int port = 0);
+  // Listens on ip:port instead, ip a loopback address such as "127.0.0.3"
+  // (a pod that comes back with a new IP). Restart() reuses both.
+  absl::Status StartOn(const std::string& ip, int port = 0);
   // Shuts the server down gracefully: calls still running may finish within
   // a 200 ms grace and are cancelled after it. Idempotent.
   void Stop();
@@ -50,7 +53,8 @@ class Backend {
   const std::string& id() const { return id_; }
   bool running() const;
   int port() const;             // 0 before the first Start()
-  std::string address() const;  // "127.0.0.1:port"
+  std::string address() const;  // "ip:port" (ip "127.0.0.1" by default)
+  std::string ip() const;
 
   // Fault injection for tests: every call fails with UNAVAILABLE, and/or
   // every call sleeps at least `stall_ms` (plus the request's delay_ms).
@@ -80,6 +84,8 @@ class Backend {
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   std::atomic<int> port_{0};
+  mutable std::mutex ip_mu_;  // guards ip_
+  std::string ip_ = "127.0.0.1";
   std::atomic<bool> running_{false};
   // Stop() was called: running calls may finish until grace_end_ (a
   // steady_clock count), then end with UNAVAILABLE "backend stopping".

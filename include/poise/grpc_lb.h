@@ -27,12 +27,35 @@ inline constexpr char kBoundedLoadRendezvousPolicy[] =
 // the channel's target is used.
 inline constexpr char kStatsLabelArg[] = "poise.stats_label";
 
-// Registers both policies with gRPC's core configuration. Idempotent and
-// thread-safe. It must run before the first channel or server exists: gRPC
-// freezes its configuration then, and a later registration would abort the
-// process, so a late call returns FailedPrecondition instead. It also refuses
-// (FailedPrecondition) when the gRPC library loaded at run time is not the
-// version this library was compiled against, because the policies depend on
+// Per-address channel argument (string): the identity a resolver gives an
+// address (grpc_core::ServerAddress's args). The policies hash, in order: the
+// service config's endpoints[].identity for that address, this argument, the
+// address text. Addresses with one identity are one backend (the first one
+// listed is used). The poise-dns and poise-srv resolvers set it; any resolver
+// may.
+inline constexpr char kIdentityAddressArg[] = "poise.identity";
+
+// Channel argument (int, milliseconds): how often the poise-dns and poise-srv
+// resolvers re-resolve even when no backend failed (default 30000; 0: never).
+// Re-resolutions keep GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS (default
+// 30000) apart, so a shorter refresh also needs that argument lowered.
+inline constexpr char kDnsRefreshIntervalArg[] =
+    "poise.dns_refresh_interval_ms";
+
+// Target schemes of the resolvers RegisterPolicies() registers:
+//   poise-dns:[//dns-server/]host:port[,host:port...]  identity "host:port"
+//   poise-srv:[//dns-server/]srv-name                  identity "target:port"
+// dns-server: "127.0.0.1", "127.0.0.1:5353", "[::1]:53"; none or empty: the
+// system's resolver configuration.
+inline constexpr char kDnsResolverScheme[] = "poise-dns";
+inline constexpr char kSrvResolverScheme[] = "poise-srv";
+
+// Registers both policies and both resolvers with gRPC's core configuration.
+// Idempotent and thread-safe. It must run before the first channel or server
+// exists: gRPC freezes its configuration then, and a later registration would
+// abort the process, so a late call returns FailedPrecondition instead. It also
+// refuses (FailedPrecondition) when the gRPC library loaded at run time is not
+// the version this library was compiled against, because the policies depend on
 // that version's internal ABI.
 absl::Status RegisterPolicies();
 
@@ -42,6 +65,14 @@ absl::Status RegisterPolicies();
 // fails every call while the real error only reaches the log; call this first.
 // Requires RegisterPolicies().
 absl::Status ValidateServiceConfig(std::string_view service_config_json);
+
+// Checks a poise-dns or poise-srv target as the resolver will when a channel
+// is created (where a bad target only shows as a TRANSIENT_FAILURE channel).
+// INVALID_ARGUMENT naming the part at fault, e.g.
+//   poise-dns target "poise-dns:///a.example": name 1 of 1 "a.example":
+//   missing port
+// Other schemes are INVALID_ARGUMENT too. Needs no gRPC initialisation.
+absl::Status ValidateTarget(std::string_view target);
 
 // Statistics, safe to export as metrics: request keys never appear here.
 struct BackendStats {

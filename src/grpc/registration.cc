@@ -14,6 +14,8 @@
 #include "src/core/lib/channel/channel_args.h"
 #include "src/core/lib/iomgr/exec_ctx.h"
 #include "src/core/lib/service_config/service_config_impl.h"
+#include "src/dns/target.h"
+#include "src/grpc/dns_resolver.h"
 #include "src/router/stats_registry.h"
 
 #ifndef POISE_GRPC_CORE_VERSION
@@ -36,7 +38,11 @@ absl::Status Register() {
         "server is created (gRPC is already initialised; registering now "
         "would abort the process)");
   }
-  grpc_core::CoreConfiguration::RegisterBuilder(&RegisterRendezvousLbPolicies);
+  grpc_core::CoreConfiguration::RegisterBuilder(
+      [](grpc_core::CoreConfiguration::Builder* builder) {
+        RegisterRendezvousLbPolicies(builder);
+        RegisterPoiseResolvers(builder);
+      });
   return absl::OkStatus();
 }
 
@@ -61,6 +67,10 @@ absl::Status RegisterPolicies() {
   static absl::Status* result = nullptr;
   std::call_once(once, [] { result = new absl::Status(Register()); });
   return *result;
+}
+
+absl::Status ValidateTarget(std::string_view target) {
+  return dns::ValidateTarget(target);
 }
 
 absl::Status ValidateServiceConfig(std::string_view service_config_json) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "poise/grpc_lb.h"
 #include "poise/in_flight.h"
 #include "src/core/lib/address_utils/sockaddr_utils.h"
 #include "src/core/lib/channel/channel_args.h"
@@ -111,7 +112,12 @@ router::ResolverEntry EntryOf(const ServerAddress& address, std::string text) {
   if (weight != nullptr) entry.weight = weight->weight();
   const auto* identity = static_cast<const IdentityAttribute*>(
       address.GetAttribute(IdentityAttribute::kKey));
-  if (identity != nullptr) entry.identity = identity->identity();
+  if (identity != nullptr) {
+    entry.identity = identity->identity();
+  } else if (auto arg = address.args().GetString(kIdentityAddressArg);
+             arg.has_value()) {
+    entry.identity.emplace(arg->data(), arg->size());
+  }
   return entry;
 }
 

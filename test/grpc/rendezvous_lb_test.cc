@@ -551,6 +551,48 @@ TEST_F(RendezvousLbTest, ConfigIdentityAndWeightDriveTheHash) {
   }
 }
 
+// The public per-address channel arg (what the poise-dns/poise-srv resolvers
+// and any user's resolver set) names the backend like the attribute does.
+TEST_F(RendezvousLbTest, IdentityAddressArgDrivesTheHash) {
+  const std::string body = absl::StrCat(
+      R"("endpoints":[{"address":")", identities_[0], R"(","identity":"a"}])");
+  MakePolicy("weighted_rendezvous");
+  LoadBalancingPolicy::UpdateArgs update;
+  update.addresses.emplace();
+  const std::vector<std::string> args = {"not-a", "web-1:8443", "",
+                                         "web-3:8443"};
+  for (size_t i = 0; i < uris_.size(); ++i) {
+    ChannelArgs address_args;
+    if (!args[i].empty()) {
+      address_args =
+          address_args.Set(poise::grpc_lb::kIdentityAddressArg, args[i]);
+    }
+    update.addresses->emplace_back(MakeAddress(uris_[i]), address_args);
+  }
+  update.config = MakeConfig(*Json::Parse(Config("weighted_rendezvous", body)));
+  ASSERT_TRUE(ApplyUpdate(std::move(update), policy_.get()).ok());
+  for (int i = 0; i < kBackends; ++i) SetState(i, GRPC_CHANNEL_READY);
+  Drain();
+  ASSERT_EQ(state_, GRPC_CHANNEL_READY);
+  const std::vector<std::string> hashed = {"a", "web-1:8443", identities_[2],
+                                           "web-3:8443"};
+  const ChannelStats stats = Stats();
+  ASSERT_EQ(stats.backends.size(), 4u);
+  std::vector<Candidate> candidates;
+  candidates.reserve(hashed.size());
+  for (size_t i = 0; i < hashed.size(); ++i) {
+    EXPECT_EQ(stats.backends[i].identity, hashed[i]);
+    candidates.push_back({hashed[i], 1, true});
+  }
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    ASSERT_EQ(
+        PickBackend(key),
+        static_cast<int>(WeightedRendezvous::Pick(key, candidates).value()))
+        << key;
+  }
+}
+
 // A resolver's identity attribute names the backend unless the config's
 // endpoints[] does; the address is hashed only without either.
 TEST_F(RendezvousLbTest, IdentityAttributeDrivesTheHash) {

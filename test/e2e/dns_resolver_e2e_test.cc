@@ -1,0 +1,440 @@
+// The poise-dns and poise-srv resolvers against a real DNS server (dnsmasq)
+// and real backends on distinct loopback addresses (issue 18). Every scenario
+// compares the serving backend of each key with the core's prediction over
+// the identities (WeightedRendezvous::Pick over "host:port").
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend.h"
+#include "poise/grpc_lb.h"
+#include "poise/rendezvous.h"
+#include "test/support/dns_server.h"
+#include "test/support/e2e_harness.h"
+
+namespace poise::test_support {
+namespace {
+
+using example::Backend;
+using grpc_lb::kDnsRefreshIntervalArg;
+
+constexpr int kKeys = 240;
+constexpr int kThreads = 4;
+
+struct Pod {
+  std::string name;  // "web-0.web.test"
+  std::unique_ptr<Backend> backend;
+  std::string identity() const {
+    return absl::StrCat(name, ":", backend->port());
+  }
+};
+
+// Pods web-0.. on 127.0.0.2, 127.0.0.3, ...
+std::vector<Pod> StartPods(int n, int first_ip = 2) {
+  std::vector<Pod> pods;
+  for (int i = 0; i < n; ++i) {
+    Pod pod{absl::StrCat("web-", i, ".web.test"),
+            std::make_unique<Backend>(absl::StrCat("web-", i), kHeader)};
+    const absl::Status started =
+        pod.backend->StartOn(absl::StrCat("127.0.0.", first_ip + i));
+    EXPECT_TRUE(started.ok()) << started;
+    pods.push_back(std::move(pod));
+  }
+  return pods;
+}
+
+DnsZone ZoneOf(const std::vector<Pod>& pods, bool srv) {
+  DnsZone zone;
+  for (const Pod& pod : pods) {
+    zone.Host(pod.name, pod.backend->ip());
+    if (srv) {
+      zone.Srv("_grpc._tcp.web.test", pod.name,
+               static_cast<uint16_t>(pod.backend->port()));
+    }
+  }
+  return zone;
+}
+
+// key -> the id of the backend that owns it over these identities.
+std::map<std::string, std::string> Predict(const std::vector<Pod>& pods) {
+  std::vector<std::string> identities;
+  identities.reserve(pods.size());
+  for (const Pod& pod : pods) identities.push_back(pod.identity());
+  std::vector<Candidate> candidates;
+  candidates.reserve(identities.size());
+  for (const auto& id : identities) candidates.push_back({id, 1, true});
+  std::map<std::string, std::string> owner;
+  for (int k = 0; k < kKeys; ++k) {
+    const std::string key = absl::StrCat("key-", k);
+    owner[key] =
+        pods[WeightedRendezvous::Pick(key, candidates).value()].backend->id();
+  }
+  return owner;
+}
+
+// The same over the addresses ("127.0.0.3:port"): what an address identity
+// would do, for comparison.
+std::map<std::string, std::string> PredictByAddress(
+    const std::vector<Pod>& pods) {
+  std::vector<std::string> addresses;
+  addresses.reserve(pods.size());
+  for (const Pod& pod : pods) addresses.push_back(pod.backend->address());
+  std::vector<Candidate> candidates;
+  candidates.reserve(addresses.size());
+  for (const auto& a : addresses) candidates.push_back({a, 1, true});
+  std::map<std::string, std::string> owner;
+  for (int k = 0; k < kKeys; ++k) {
+    const std::string key = absl::StrCat("key-", k);
+    owner[key] =
+        pods[WeightedRendezvous::Pick(key, candidates).value()].backend->id();
+  }
+  return owner;
+}
+
+// Every key once, from kThreads client threads: key -> serving backend id.
+std::map<std::string, std::string> Route(Client& client) {
+  std::mutex mu;
+  std::map<std::string, std::string> served;
+  std::atomic<int> next{0};
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int k = next++; k < kKeys; k = next++) {
+        const std::string key = absl::StrCat("key-", k);
+        CallOptions options;
+        options.deadline = std::chrono::seconds(5);
+        const std::string by = client.Call(key, options).ServedBy();
+        const std::lock_guard<std::mutex> lock(mu);
+        served[key] = by;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return served;
+}
+
+int Differences(const std::map<std::string, std::string>& a,
+                const std::map<std::string, std::string>& b,
+                std::set<std::string>* keys = nullptr) {
+  int n = 0;
+  for (const auto& [key, by] : a) {
+    auto it = b.find(key);
+    if (it == b.end() || it->second != by) {
+      ++n;
+      if (keys != nullptr) keys->insert(key);
+    }
+  }
+  return n;
+}
+
+grpc::ChannelArguments FastRefresh(int refresh_ms) {
+  grpc::ChannelArguments args;
+  args.SetInt(kDnsRefreshIntervalArg, refresh_ms);
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 100);
+  args.SetInt(GRPC_ARG_DNS_ARES_QUERY_TIMEOUT_MS, 300);
+  return args;
+}
+
+std::string DnsTarget(const DnsmasqServer& dns, const std::vector<Pod>& pods) {
+  std::string target = absl::StrCat("poise-dns://", dns.authority(), "/");
+  for (size_t i = 0; i < pods.size(); ++i) {
+    absl::StrAppend(&target, i == 0 ? "" : ",", pods[i].identity());
+  }
+  return target;
+}
+
+bool ServesPrediction(Client& client,
+                      const std::map<std::string, std::string>& predicted) {
+  return WaitFor([&] { return Differences(Route(client), predicted) == 0; },
+                 std::chrono::seconds(15), std::chrono::milliseconds(50));
+}
+
+TEST(DnsResolverE2e, PodRestartKeepsEveryKeyOnItsIdentity) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(3);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, false)));
+  const std::string label = "dns-restart";
+  Client client(DnsTarget(dns, pods), LbConfig("weighted_rendezvous"), label,
+                FastRefresh(300));
+  const auto predicted = Predict(pods);
+  ASSERT_TRUE(ServesPrediction(client, predicted));
+  const auto before = Route(client);
+  ASSERT_EQ(Differences(before, predicted), 0);
+  const auto by_address_before = PredictByAddress(pods);
+
+  // web-1 dies: only its own keys move.
+  Backend& web1 = *pods[1].backend;
+  const int port = web1.port();
+  web1.Stop();
+  std::map<std::string, std::string> down;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        down = Route(client);
+        for (const auto& [key, owner] : predicted) {
+          if (owner == "web-1" && down[key] == "web-1") return false;
+          if (down[key].rfind("error:", 0) == 0) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(15), std::chrono::milliseconds(50)));
+  std::set<std::string> moved;
+  Differences(down, before, &moved);
+  int own = 0;
+  for (const auto& [key, owner] : predicted) own += owner == "web-1" ? 1 : 0;
+  int others_moved = 0;
+  for (const auto& key : moved) others_moved += predicted.at(key) != "web-1";
+  EXPECT_EQ(others_moved, 0);
+  EXPECT_EQ(static_cast<int>(moved.size()), own);
+
+  // It comes back as a pod does: same name and port, another IP.
+  ASSERT_TRUE(web1.StartOn("127.0.0.5", port).ok());
+  ASSERT_TRUE(dns.SetRecords(ZoneOf(pods, false)));
+  ASSERT_TRUE(ServesPrediction(client, predicted));
+  const auto after = Route(client);
+  EXPECT_EQ(Differences(after, before), 0);
+  bool new_address = false;
+  for (const auto& b : StatsFor(label).backends) {
+    if (b.identity == pods[1].identity()) {
+      new_address = b.address == absl::StrCat("127.0.0.5:", port);
+    }
+  }
+  EXPECT_TRUE(new_address);
+  EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
+  std::printf(
+      "[ restart ] %d keys, web-1 owns %d: %zu moved while down (%d of "
+      "other backends), %d differ after it returned on 127.0.0.5 (address "
+      "identities would have moved %d)\n",
+      kKeys, own, moved.size(), others_moved, Differences(after, before),
+      Differences(PredictByAddress(pods), by_address_before));
+}
+
+TEST(DnsResolverE2e, SrvScaleOutFoundByPeriodicRefresh) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(4);
+  std::vector<Pod> three;
+  for (size_t i = 0; i < 3; ++i) {
+    three.push_back({pods[i].name, nullptr});
+    three.back().backend.swap(pods[i].backend);
+  }
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(three, true)));
+  const std::string label = "srv-scale-out";
+  Client client(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      LbConfig("weighted_rendezvous"), label, FastRefresh(300));
+  const auto predicted3 = Predict(three);
+  ASSERT_TRUE(ServesPrediction(client, predicted3));
+  const auto before = Route(client);
+
+  std::vector<Pod> four = std::move(three);
+  four.push_back(std::move(pods[3]));
+  ASSERT_TRUE(dns.SetRecords(ZoneOf(four, true)));
+  ASSERT_TRUE(WaitFor([&] { return StatsFor(label).backends.size() == 4; },
+                      std::chrono::seconds(10)));
+  const auto predicted4 = Predict(four);
+  ASSERT_TRUE(ServesPrediction(client, predicted4));
+  std::set<std::string> moved;
+  const int n = Differences(Route(client), before, &moved);
+  std::set<std::string> expected;
+  for (const auto& [key, owner] : predicted4) {
+    if (owner == "web-3") expected.insert(key);
+  }
+  EXPECT_EQ(moved, expected);
+  EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
+  std::printf("[ scale-out ] %d keys: %d moved, %zu predicted (to web-3)\n",
+              kKeys, n, expected.size());
+}
+
+TEST(DnsResolverE2e, SrvScaleInMovesOnlyTheRemovedIdentitysKeys) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(4);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  const std::string label = "srv-scale-in";
+  Client client(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      LbConfig("weighted_rendezvous"), label, FastRefresh(300));
+  ASSERT_TRUE(ServesPrediction(client, Predict(pods)));
+  const auto before = Route(client);
+  std::vector<Pod> three;
+  for (size_t i : {0U, 1U, 3U}) {
+    three.push_back({pods[i].name, nullptr});
+    three.back().backend.swap(pods[i].backend);
+  }
+  ASSERT_TRUE(dns.SetRecords(ZoneOf(three, true)));  // web-2 leaves the SRV
+  ASSERT_TRUE(WaitFor([&] { return StatsFor(label).backends.size() == 3; },
+                      std::chrono::seconds(10)));
+  const auto predicted3 = Predict(three);
+  ASSERT_TRUE(ServesPrediction(client, predicted3));
+  std::set<std::string> moved;
+  const int n = Differences(Route(client), before, &moved);
+  std::set<std::string> expected;
+  for (const auto& [key, owner] : before) {
+    if (owner == "web-2") expected.insert(key);
+  }
+  EXPECT_EQ(moved, expected);
+  EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
+  std::printf("[ scale-in ] %d keys: %d moved, %zu predicted (web-2's)\n",
+              kKeys, n, expected.size());
+}
+
+TEST(DnsResolverE2e, NameThatStopsResolvingDropsOnlyItsBackend) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(3);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, false)));
+  const std::string label = "dns-name-gone";
+  Client client(DnsTarget(dns, pods), LbConfig("weighted_rendezvous"), label,
+                FastRefresh(300));
+  ASSERT_TRUE(ServesPrediction(client, Predict(pods)));
+  const auto before = Route(client);
+  std::vector<Pod> two;
+  two.push_back({pods[0].name, nullptr});
+  two.back().backend.swap(pods[0].backend);
+  two.push_back({pods[1].name, nullptr});
+  two.back().backend.swap(pods[1].backend);
+  ASSERT_TRUE(dns.SetRecords(ZoneOf(two, false)));  // web-2: NXDOMAIN
+  ASSERT_TRUE(WaitFor([&] { return StatsFor(label).backends.size() == 2; },
+                      std::chrono::seconds(10)));
+  const auto predicted2 = Predict(two);
+  ASSERT_TRUE(ServesPrediction(client, predicted2));
+  std::set<std::string> moved;
+  Differences(Route(client), before, &moved);
+  for (const auto& key : moved) EXPECT_EQ(before.at(key), "web-2") << key;
+  EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
+}
+
+TEST(DnsResolverE2e, SilentDnsServerKeepsTheLastGoodList) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(3);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  const std::string label = "dns-paused";
+  Client client(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      LbConfig("weighted_rendezvous"), label, FastRefresh(200));
+  const auto predicted = Predict(pods);
+  ASSERT_TRUE(ServesPrediction(client, predicted));
+  ASSERT_TRUE(dns.Pause());
+  // Several refreshes time out (300 ms each) while the load runs.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < until) {
+    EXPECT_EQ(Differences(Route(client), predicted), 0);
+    EXPECT_EQ(client.channel()->GetState(false), GRPC_CHANNEL_READY);
+  }
+  EXPECT_EQ(StatsFor(label).backends.size(), 3U);
+  ASSERT_TRUE(dns.Resume());
+  ASSERT_TRUE(dns.Stop());  // refused: still the last good list
+  EXPECT_EQ(Differences(Route(client), predicted), 0);
+  EXPECT_EQ(client.channel()->GetState(false), GRPC_CHANNEL_READY);
+  EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
+}
+
+// Without a DNS server in the target, A/AAAA go through gRPC's own resolver
+// interface (the system's configuration; here /etc/hosts' localhost).
+TEST(DnsResolverE2e, SystemResolverNamesTheAddressByItsHost) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo("localhost", nullptr, &hints, &found) != 0) {
+    GTEST_SKIP() << "localhost does not resolve here";
+  }
+  const bool ipv4_first = found->ai_family == AF_INET;
+  freeaddrinfo(found);
+  if (!ipv4_first) GTEST_SKIP() << "localhost resolves to IPv6 first here";
+  Backend backend("local", kHeader);
+  ASSERT_TRUE(backend.Start().ok());
+  const std::string label = "dns-system";
+  Client client(absl::StrCat("poise-dns:///LocalHost:", backend.port()),
+                LbConfig("weighted_rendezvous"), label);
+  EXPECT_EQ(client.Call("k").ServedBy(), "local");
+  const auto stats = StatsFor(label);
+  ASSERT_EQ(stats.backends.size(), 1U);
+  EXPECT_EQ(stats.backends[0].identity,
+            absl::StrCat("localhost:", backend.port()));
+  EXPECT_EQ(stats.backends[0].address, backend.address());
+}
+
+// A call that fails fast on a channel whose resolver failed.
+std::string FailureOf(const std::string& target,
+                      const grpc::ChannelArguments& args = {}) {
+  Client client(target, LbConfig("weighted_rendezvous"), "dns-bad", args);
+  CallOptions options;
+  options.wait_for_ready = false;
+  options.deadline = std::chrono::seconds(5);
+  const CallOutcome out = client.Call("k", options);
+  EXPECT_FALSE(out.status.ok()) << target;
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << out.status.error_message();
+  EXPECT_EQ(client.channel()->GetState(false), GRPC_CHANNEL_TRANSIENT_FAILURE);
+  return out.status.error_message();
+}
+
+TEST(DnsResolverE2e, SrvNameWithoutRecordsIsAResolverError) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(1);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  const std::string message = FailureOf(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.none.test"),
+      FastRefresh(300));
+  EXPECT_NE(message.find("_grpc._tcp.none.test"), std::string::npos) << message;
+  EXPECT_NE(message.find("no records"), std::string::npos) << message;
+}
+
+TEST(DnsResolverE2e, EveryNameFailingNamesTheNames) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(1);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, false)));
+  const std::string message =
+      FailureOf(absl::StrCat("poise-dns://", dns.authority(),
+                             "/gone-a.test:1,gone-b.test:2"),
+                FastRefresh(300));
+  EXPECT_NE(message.find("gone-a.test:1"), std::string::npos) << message;
+  EXPECT_NE(message.find("gone-b.test:2"), std::string::npos) << message;
+}
+
+TEST(DnsResolverE2e, BadTargetsNameThePart) {
+  struct Case {
+    std::string target;
+    std::string part;
+  };
+  const std::vector<Case> cases = {
+      {"poise-dns:///web-0.web.test", "missing port"},
+      {"poise-dns:///a.test:1,,b.test:2", "name 2 of 3 is empty"},
+      {"poise-dns://no-such-server:x/a.test:1", "bad authority"},
+      {"poise-srv:///", "no SRV name"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status status = grpc_lb::ValidateTarget(c.target);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.target;
+    EXPECT_NE(status.message().find(c.part), std::string::npos) << status;
+    const std::string message = FailureOf(c.target);
+    EXPECT_NE(message.find(c.part), std::string::npos) << message;
+  }
+  EXPECT_TRUE(grpc_lb::ValidateTarget("poise-dns:///a.test:1,B.test:2").ok());
+  EXPECT_TRUE(
+      grpc_lb::ValidateTarget("poise-srv://127.0.0.1:5353/_grpc._tcp.w.t")
+          .ok());
+  EXPECT_FALSE(grpc_lb::ValidateTarget("dns:///a.test:1").ok());
+}
+
+}  // namespace
+}  // namespace poise::test_support
