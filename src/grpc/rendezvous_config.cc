@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
+#include "src/core/lib/gprpp/time.h"
 #include "src/core/lib/gprpp/validation_errors.h"
 #include "src/core/lib/json/json_args.h"
 #include "src/core/lib/json/json_object_loader.h"
@@ -106,6 +107,37 @@ struct JsonEndpoint {
   }
 };
 
+// "slowStart": {"window": "60s", "minWeightPercent": 10}.
+struct JsonSlowStart {
+  grpc_core::Duration window;
+  absl::optional<uint32_t> min_weight_percent;
+
+  static const grpc_core::JsonLoaderInterface* JsonLoader(
+      const JsonArgs& /*args*/) {
+    static const auto* loader =
+        grpc_core::JsonObjectLoader<JsonSlowStart>()
+            .Field("window", &JsonSlowStart::window)
+            .OptionalField("minWeightPercent",
+                           &JsonSlowStart::min_weight_percent)
+            .Finish();
+    return loader;
+  }
+  // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
+  void JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
+                    ValidationErrors* errors) {
+    RejectUnknownFields(json, {"window", "minWeightPercent"},
+                        "window, minWeightPercent", errors);
+  }
+  router::SlowStartConfig ToConfig() const {
+    router::SlowStartConfig out;
+    out.window = absl::Milliseconds(window.millis());
+    if (min_weight_percent.has_value()) {
+      out.min_weight_percent = *min_weight_percent;
+    }
+    return out;
+  }
+};
+
 struct JsonConfig {
   std::string hash_header;
   absl::optional<uint32_t> balance_factor_percent;
@@ -113,6 +145,7 @@ struct JsonConfig {
   absl::optional<uint32_t> default_weight;
   absl::optional<std::string> missing_key;
   absl::optional<uint64_t> max_in_flight_per_backend;
+  absl::optional<JsonSlowStart> slow_start;
 
   router::Config config;  // the result, made by JsonPostLoad
 
@@ -128,6 +161,7 @@ struct JsonConfig {
             .OptionalField("missingKey", &JsonConfig::missing_key)
             .OptionalField("maxInFlightPerBackend",
                            &JsonConfig::max_in_flight_per_backend)
+            .OptionalField("slowStart", &JsonConfig::slow_start)
             .Finish();
     return loader;
   }
@@ -142,16 +176,17 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
     RejectUnknownFields(
         json,
         {"hashHeader", "balanceFactorPercent", "endpoints", "defaultWeight",
-         "missingKey", "maxInFlightPerBackend"},
+         "missingKey", "maxInFlightPerBackend", "slowStart"},
         "hashHeader, balanceFactorPercent, endpoints, "
-        "defaultWeight, missingKey, maxInFlightPerBackend",
+        "defaultWeight, missingKey, maxInFlightPerBackend, slowStart",
         errors);
   } else {
     RejectUnknownFields(json,
                         {"hashHeader", "endpoints", "defaultWeight",
-                         "missingKey", "maxInFlightPerBackend"},
+                         "missingKey", "maxInFlightPerBackend", "slowStart"},
                         "hashHeader, endpoints, defaultWeight, missingKey, "
-                        "maxInFlightPerBackend; balanceFactorPercent belongs "
+                        "maxInFlightPerBackend, slowStart; "
+                        "balanceFactorPercent belongs "
                         "to bounded_load_rendezvous",
                         errors);
   }
@@ -181,6 +216,7 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
   if (max_in_flight_per_backend.has_value()) {
     config.max_in_flight_per_backend = *max_in_flight_per_backend;
   }
+  if (slow_start.has_value()) config.slow_start = slow_start->ToConfig();
   AddRuleErrors(router::NormalizeAndValidate(config), errors);
 }
 
