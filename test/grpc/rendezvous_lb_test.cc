@@ -58,8 +58,8 @@ TEST(RendezvousConfig, ExactMessages) {
           .message(),
       "errors validating weighted_rendezvous LB policy config: "
       "[field:balanceFactorPercent error:unknown field (known: hashHeader, "
-      "endpoints, defaultWeight, missingKey, maxInFlightPerBackend; "
-      "balanceFactorPercent belongs to bounded_load_rendezvous)]");
+      "endpoints, defaultWeight, missingKey, maxInFlightPerBackend, "
+      "slowStart; balanceFactorPercent belongs to bounded_load_rendezvous)]");
 }
 
 TEST(RendezvousConfig, EachRuleNamesItsField) {
