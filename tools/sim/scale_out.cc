@@ -27,7 +27,7 @@ constexpr char kScaleOutUsage[] =
 
 bool Number(const char* text, uint64_t min, uint64_t max, uint64_t* out) {
   char* end = nullptr;
-  const unsigned long long v = std::strtoull(text, &end, 10);
+  const uint64_t v = std::strtoull(text, &end, 10);
   if (end == text || *end != '\0' || v < min || v > max) return false;
   *out = v;
   return true;
@@ -60,7 +60,7 @@ int RunScaleOut(int argc, char** argv) {
     }
   }
   using poise::router::SlowStart;
-  const uint32_t m = static_cast<uint32_t>(min_percent);
+  const auto m = static_cast<uint32_t>(min_percent);
   const uint32_t steps = SlowStart::StepsFor(m);
   const uint32_t scale = SlowStart::ScaleFor(1);
   std::vector<std::string> ids;
@@ -68,6 +68,7 @@ int RunScaleOut(int argc, char** argv) {
     ids.push_back("backend-" + std::to_string(b));
   }
   std::vector<poise::Candidate> c;
+  c.reserve(ids.size());
   for (const std::string& id : ids) c.push_back({id, scale, true});
   const size_t added = ids.size() - 1;
   std::vector<std::string> key_text(keys);
@@ -121,8 +122,9 @@ int RunScaleOut(int argc, char** argv) {
     previous = now;
   }
   uint64_t differ_from_full = 0;
-  for (uint64_t k = 0; k < keys; ++k)
+  for (uint64_t k = 0; k < keys; ++k) {
     differ_from_full += previous[k] != full[k];
+  }
   std::printf("\nkeys moved in all: %" PRIu64 " (without slow start: %" PRIu64
               "); largest step after the start: %" PRIu64
               " (%.1f%% of the new backend's keys)\n"
