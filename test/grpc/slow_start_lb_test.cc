@@ -128,6 +128,7 @@ class SlowStartLbTest : public test_support::PolicyFixture {
     const std::vector<BackendStats> stats = Backends();
     ASSERT_EQ(stats.size(), 4u);
     std::vector<Candidate> candidates;
+    candidates.reserve(stats.size());
     for (const BackendStats& b : stats) {
       candidates.push_back(
           {b.identity, static_cast<uint32_t>(b.effective_weight), true});
@@ -149,8 +150,7 @@ TEST_F(SlowStartLbTest, ARampOnAFakeClockPublishesEachStepsWeights) {
   ScaleOut(kWeightedRendezvousPolicy, R"({"window":"60s"})");
   std::vector<BackendStats> stats = Backends();
   ASSERT_EQ(stats.size(), 4u);
-  for (int i = 0; i < 3; ++i)
-    EXPECT_EQ(stats[static_cast<size_t>(i)].effective_weight, 1024u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(stats[i].effective_weight, 1024u);
   EXPECT_EQ(stats[3].effective_weight, 102u);  // 10 % of 1 x 1024
   EXPECT_EQ(stats[3].weight_scale, 1024u);
   EXPECT_EQ(internal::PendingRampTimersForTesting(), 1);
