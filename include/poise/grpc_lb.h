@@ -79,6 +79,11 @@ struct BackendStats {
   std::string identity;  // the hashed identity (address text unless configured)
   std::string address;   // host:port
   uint64_t weight = 0;
+  // The weight routing decides with now: weight * weight_scale, less while
+  // slowStart ramps the backend up (then the exact integer the picker uses,
+  // so poise-explain can replay a decision with it).
+  uint64_t effective_weight = 0;
+  uint64_t weight_scale = 1;    // 1 unless some backend is ramping
   uint64_t in_flight = 0;       // calls started and not finished
   uint64_t peak_in_flight = 0;  // highest in_flight since the counter existed
   uint64_t picks = 0;           // calls routed here

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
+#include "src/core/lib/gprpp/time.h"
 #include "src/core/lib/gprpp/validation_errors.h"
 #include "src/core/lib/json/json_args.h"
 #include "src/core/lib/json/json_object_loader.h"
@@ -106,6 +107,37 @@ struct JsonEndpoint {
   }
 };
 
+// "slowStart": {"window": "60s", "minWeightPercent": 10}.
+struct JsonSlowStart {
+  grpc_core::Duration window;
+  absl::optional<uint32_t> min_weight_percent;
+
+  static const grpc_core::JsonLoaderInterface* JsonLoader(
+      const JsonArgs& /*args*/) {
+    static const auto* loader =
+        grpc_core::JsonObjectLoader<JsonSlowStart>()
+            .Field("window", &JsonSlowStart::window)
+            .OptionalField("minWeightPercent",
+                           &JsonSlowStart::min_weight_percent)
+            .Finish();
+    return loader;
+  }
+  // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
+  void JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
+                    ValidationErrors* errors) {
+    RejectUnknownFields(json, {"window", "minWeightPercent"},
+                        "window, minWeightPercent", errors);
+  }
+  router::SlowStartConfig ToConfig() const {
+    router::SlowStartConfig out;
+    out.window = absl::Milliseconds(window.millis());
+    if (min_weight_percent.has_value()) {
+      out.min_weight_percent = *min_weight_percent;
+    }
+    return out;
+  }
+};
+
 struct JsonConfig {
   std::string hash_header;
   absl::optional<uint32_t> balance_factor_percent;
@@ -114,6 +146,7 @@ struct JsonConfig {
   absl::optional<std::string> missing_key;
   absl::optional<uint64_t> max_in_flight_per_backend;
   absl::optional<std::string> retry_routing;
+  absl::optional<JsonSlowStart> slow_start;
 
   router::Config config;  // the result, made by JsonPostLoad
 
@@ -130,6 +163,7 @@ struct JsonConfig {
             .OptionalField("maxInFlightPerBackend",
                            &JsonConfig::max_in_flight_per_backend)
             .OptionalField("retryRouting", &JsonConfig::retry_routing)
+            .OptionalField("slowStart", &JsonConfig::slow_start)
             .Finish();
     return loader;
   }
@@ -144,19 +178,21 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
     RejectUnknownFields(
         json,
         {"hashHeader", "balanceFactorPercent", "endpoints", "defaultWeight",
-         "missingKey", "maxInFlightPerBackend", "retryRouting"},
+         "missingKey", "maxInFlightPerBackend", "retryRouting", "slowStart"},
         "hashHeader, balanceFactorPercent, endpoints, "
-        "defaultWeight, missingKey, maxInFlightPerBackend, retryRouting",
+        "defaultWeight, missingKey, maxInFlightPerBackend, retryRouting, "
+        "slowStart",
         errors);
   } else {
-    RejectUnknownFields(json,
-                        {"hashHeader", "endpoints", "defaultWeight",
-                         "missingKey", "maxInFlightPerBackend", "retryRouting"},
-                        "hashHeader, endpoints, defaultWeight, missingKey, "
-                        "maxInFlightPerBackend, retryRouting; "
-                        "balanceFactorPercent belongs to "
-                        "bounded_load_rendezvous",
-                        errors);
+    RejectUnknownFields(
+        json,
+        {"hashHeader", "endpoints", "defaultWeight", "missingKey",
+         "maxInFlightPerBackend", "retryRouting", "slowStart"},
+        "hashHeader, endpoints, defaultWeight, missingKey, "
+        "maxInFlightPerBackend, retryRouting, slowStart; "
+        "balanceFactorPercent belongs to "
+        "bounded_load_rendezvous",
+        errors);
   }
   config.hash_header = hash_header;
   if (balance_factor_percent.has_value()) {
@@ -194,6 +230,7 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
       errors->AddError(router::kRetryRoutingRule);
     }
   }
+  if (slow_start.has_value()) config.slow_start = slow_start->ToConfig();
   AddRuleErrors(router::NormalizeAndValidate(config), errors);
 }
 

@@ -8,6 +8,9 @@
 #include <grpc/support/port_platform.h>
 // clang-format on
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,16 +21,19 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "poise/grpc_lb.h"
 #include "poise/in_flight.h"
 #include "src/core/lib/address_utils/sockaddr_utils.h"
 #include "src/core/lib/channel/channel_args.h"
 #include "src/core/lib/config/core_configuration.h"
 #include "src/core/lib/debug/trace.h"
+#include "src/core/lib/event_engine/default_event_engine.h"
 #include "src/core/lib/gprpp/debug_location.h"
 #include "src/core/lib/gprpp/orphanable.h"
 #include "src/core/lib/gprpp/ref_counted.h"
 #include "src/core/lib/gprpp/ref_counted_ptr.h"
+#include "src/core/lib/iomgr/exec_ctx.h"
 #include "src/core/lib/json/json.h"
 #include "src/core/lib/load_balancing/lb_policy.h"
 #include "src/core/lib/load_balancing/lb_policy_factory.h"
@@ -38,16 +44,32 @@
 #include "src/grpc/identity_attribute.h"
 #include "src/grpc/registration.h"
 #include "src/grpc/rendezvous_config.h"
+#include "src/grpc/slow_start_clock.h"
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
 #include "src/router/connectivity.h"
 #include "src/router/picker.h"
+#include "src/router/slow_start.h"
 #include "src/router/stats_registry.h"
 
 namespace poise::grpc_lb {
 
 // GRPC_TRACE=poise_rendezvous logs decisions and state changes.
 grpc_core::TraceFlag poise_rendezvous_trace(false, "poise_rendezvous");
+
+namespace internal {
+namespace {
+std::atomic<RampClock> g_ramp_clock{nullptr};
+std::atomic<int> g_pending_ramp_timers{0};
+}  // namespace
+
+void SetRampClockForTesting(RampClock clock) { g_ramp_clock.store(clock); }
+absl::Time RampNow() {
+  const RampClock clock = g_ramp_clock.load();
+  return clock != nullptr ? clock() : absl::Now();
+}
+int PendingRampTimersForTesting() { return g_pending_ramp_timers.load(); }
+}  // namespace internal
 
 namespace {
 
@@ -152,10 +174,12 @@ class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
                    std::shared_ptr<const router::BackendList> list,
                    const std::vector<router::BackendState>& states,
                    std::shared_ptr<router::PolicyStats> stats,
-                   std::vector<RefCountedPtr<SubchannelInterface>> subchannels)
+                   std::vector<RefCountedPtr<SubchannelInterface>> subchannels,
+                   const std::vector<uint32_t>& effective_weights)
       : policy_(policy),
         header_(config->hash_header),
-        router_(config, std::move(list), states, std::move(stats)),
+        router_(config, std::move(list), states, std::move(stats),
+                effective_weights),
         subchannels_(std::move(subchannels)) {}
 
   PickResult Pick(PickArgs args) override {
@@ -258,6 +282,13 @@ class RendezvousLb final : public LoadBalancingPolicy {
   // Publishes the channel's state and its picker.
   void UpdatePickerLocked();
 
+  // Slow start: the effective weights now (empty when it is off), with the
+  // ramp timer set for the next step and ramp changes traced.
+  std::vector<uint32_t> EffectiveWeightsLocked();
+  void ScheduleRampTimerLocked(absl::Time at);
+  void CancelRampTimerLocked();
+  void OnRampTimerLocked();
+
   const bool bounded_;
   std::shared_ptr<router::PolicyStats> stats_;
   RefCountedPtr<RendezvousLbConfig> config_;
@@ -269,6 +300,16 @@ class RendezvousLb final : public LoadBalancingPolicy {
   std::string resolution_note_;
   absl::Status address_error_;
   bool shutdown_ = false;
+  // Slow start (src/router/slow_start.h); empty when the config has none.
+  std::optional<router::SlowStart> slow_start_;
+  std::vector<std::optional<router::SlowStart::Ramp>> traced_ramps_;
+  // gRPC's default event engine, held: the ramp's timers run on it.
+  std::shared_ptr<grpc_event_engine::experimental::EventEngine> event_engine_ =
+      grpc_event_engine::experimental::GetDefaultEventEngine();
+  // The pending step timer on the event engine, and when it is due.
+  std::optional<grpc_event_engine::experimental::EventEngine::TaskHandle>
+      ramp_timer_;
+  absl::Time ramp_timer_at_;
 };
 
 class RendezvousLb::Backend::Watcher final
@@ -324,6 +365,8 @@ RendezvousLb::~RendezvousLb() { POISE_TRACE("[poise %p] destroyed", this); }
 void RendezvousLb::ShutdownLocked() {
   POISE_TRACE("[poise %p] shutting down", this);
   shutdown_ = true;
+  CancelRampTimerLocked();
+  slow_start_.reset();
   for (auto& backend : backends_) backend->ShutdownLocked();
   backends_.clear();
   states_.clear();
@@ -340,6 +383,18 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   config_ = RefCountedPtr<RendezvousLbConfig>(
       static_cast<RendezvousLbConfig*>(args.config.release()));
   resolution_note_ = std::move(args.resolution_note);
+  const std::optional<router::SlowStartConfig>& slow =
+      config_->config()->slow_start;
+  if (!slow.has_value()) {
+    CancelRampTimerLocked();
+    slow_start_.reset();
+  } else if (!slow_start_.has_value()) {
+    // Turned on now: what is listed before the next READY counts as the
+    // start (it was serving, or about to, without a ramp).
+    slow_start_.emplace(*slow);
+  } else {
+    slow_start_->set_config(*slow);
+  }
   if (!args.addresses.ok()) {
     POISE_TRACE("[poise %p] address error: %s", this,
                 args.addresses.status().ToString().c_str());
@@ -434,6 +489,7 @@ void RendezvousLb::OnBackendStateLocked(Backend* backend,
 void RendezvousLb::UpdatePickerLocked() {
   const router::ChannelState channel =
       router::AggregateState(states_, address_error_, resolution_note_);
+  const std::vector<uint32_t> effective = EffectiveWeightsLocked();
   if (channel.state == router::Connectivity::kReady) {
     std::vector<RefCountedPtr<SubchannelInterface>> subchannels;
     subchannels.reserve(backends_.size());
@@ -442,7 +498,7 @@ void RendezvousLb::UpdatePickerLocked() {
         GRPC_CHANNEL_READY, absl::OkStatus(),
         std::make_unique<RendezvousPicker>(this, config_->config(), set_.list(),
                                            states_, stats_,
-                                           std::move(subchannels)));
+                                           std::move(subchannels), effective));
   } else if (channel.state == router::Connectivity::kConnecting) {
     channel_control_helper()->UpdateState(
         GRPC_CHANNEL_CONNECTING, absl::OkStatus(),
@@ -452,6 +508,78 @@ void RendezvousLb::UpdatePickerLocked() {
         GRPC_CHANNEL_TRANSIENT_FAILURE, channel.status,
         std::make_unique<TransientFailurePicker>(channel.status));
   }
+}
+
+std::vector<uint32_t> RendezvousLb::EffectiveWeightsLocked() {
+  if (!slow_start_.has_value()) return {};
+  router::SlowStart::Weights w =
+      slow_start_->Observe(*set_.list(), states_, internal::RampNow());
+  stats_->SetEffectiveWeights(w.effective, w.scale);
+  if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) {
+    // One line per ramp step, start and end, by identity.
+    traced_ramps_.resize(w.ramps.size());
+    for (size_t i = 0; i < w.ramps.size(); ++i) {
+      const auto& now = w.ramps[i];
+      const auto& before = traced_ramps_[i];
+      const bool changed = now.has_value() != before.has_value() ||
+                           (now.has_value() && now->step != before->step);
+      if (!changed) continue;
+      const router::Backend& b = set_.backends()[i];
+      if (now.has_value()) {
+        POISE_TRACE(
+            "[poise %p] slow start: %s step %u/%u, weight %u of %llu", this,
+            b.identity.c_str(), now->step, now->steps, w.effective[i],
+            static_cast<unsigned long long>(uint64_t{b.weight} * w.scale));
+      } else {
+        POISE_TRACE("[poise %p] slow start: %s at full weight", this,
+                    b.identity.c_str());
+      }
+    }
+    traced_ramps_ = w.ramps;
+  }
+  if (w.next_step.has_value()) {
+    ScheduleRampTimerLocked(*w.next_step);
+  } else {
+    CancelRampTimerLocked();
+  }
+  return std::move(w.effective);
+}
+
+void RendezvousLb::ScheduleRampTimerLocked(absl::Time at) {
+  if (ramp_timer_.has_value() && ramp_timer_at_ == at) return;
+  CancelRampTimerLocked();
+  const absl::Duration delay =
+      std::max(at - internal::RampNow(), absl::ZeroDuration());
+  ramp_timer_at_ = at;
+  internal::g_pending_ramp_timers.fetch_add(1);
+  ramp_timer_ = event_engine_->RunAfter(
+      std::chrono::nanoseconds(absl::ToInt64Nanoseconds(delay)),
+      [self = RefCountedPtr<RendezvousLb>(static_cast<RendezvousLb*>(
+           Ref(DEBUG_LOCATION, "RampTimer").release()))]() mutable {
+        internal::g_pending_ramp_timers.fetch_sub(1);
+        grpc_core::ApplicationCallbackExecCtx app_exec_ctx;
+        grpc_core::ExecCtx exec_ctx;
+        RendezvousLb* policy = self.get();
+        policy->work_serializer()->Run(
+            [self = std::move(self)]() { self->OnRampTimerLocked(); },
+            DEBUG_LOCATION);
+      });
+}
+
+void RendezvousLb::CancelRampTimerLocked() {
+  if (!ramp_timer_.has_value()) return;
+  // False: the callback is running or about to; OnRampTimerLocked then
+  // finds no timer (or shutdown_) and does nothing.
+  if (event_engine_->Cancel(*ramp_timer_)) {
+    internal::g_pending_ramp_timers.fetch_sub(1);
+  }
+  ramp_timer_.reset();
+}
+
+void RendezvousLb::OnRampTimerLocked() {
+  if (shutdown_ || !ramp_timer_.has_value()) return;
+  ramp_timer_.reset();
+  UpdatePickerLocked();  // the next step's picker (and the next timer)
 }
 
 // ---------------------------------------------------------------------------

@@ -220,6 +220,19 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
   }
   // 6. Unique addresses and identities.
   CheckEndpointsUnique(config.endpoints, errors);
+  // 7. slowStart.
+  if (config.slow_start.has_value()) {
+    const SlowStartConfig& slow = *config.slow_start;
+    if (slow.window <= absl::ZeroDuration()) {
+      errors.push_back({"slowStart.window", "must be longer than 0s"});
+    } else if (slow.window > SlowStartConfig::kMaxWindow) {
+      errors.push_back({"slowStart.window", "must be at most 3600s (1 h)"});
+    }
+    if (slow.min_weight_percent < 1 || slow.min_weight_percent > 100) {
+      errors.push_back(
+          {"slowStart.minWeightPercent", "must be between 1 and 100"});
+    }
+  }
   return errors;
 }
 

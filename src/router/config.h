@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/time/time.h"
+
 namespace poise::router {
 
 // What a call without the hash header gets.
@@ -45,6 +47,22 @@ struct EndpointConfig {
   std::optional<std::string> identity;
 };
 
+// slowStart: a backend that becomes READY while the channel already serves
+// traffic ramps from minWeightPercent of its weight to all of it over
+// `window` (src/router/slow_start.h).
+struct SlowStartConfig {
+  static constexpr uint32_t kDefaultMinWeightPercent = 10;
+  static constexpr absl::Duration kMaxWindow = absl::Hours(1);
+
+  absl::Duration window = absl::Seconds(60);
+  uint32_t min_weight_percent = kDefaultMinWeightPercent;
+
+  bool operator==(const SlowStartConfig& other) const {
+    return window == other.window &&
+           min_weight_percent == other.min_weight_percent;
+  }
+};
+
 struct Config {
   static constexpr uint32_t kDefaultBalanceFactorPercent = 150;
 
@@ -56,6 +74,7 @@ struct Config {
   MissingKey missing_key = MissingKey::kRandom;
   std::optional<uint64_t> max_in_flight_per_backend;  // nullopt: no limit
   RetryRouting retry_routing = RetryRouting::kNextChoice;
+  std::optional<SlowStartConfig> slow_start;  // nullopt: off
 
   // Whether calls hold an in-flight slot: the bounded policy reads the loads,
   // a hard limit counts against them.
@@ -88,7 +107,8 @@ struct ConfigError {
 //   5. endpoints[i]: an IP literal address with a port, weight >= 1,
 //      identity non-empty;
 //   6. endpoints' addresses unique, and their identities (the address when
-//      none is given) unique.
+//      none is given) unique;
+//   7. slowStart.window in (0, 1 h]; slowStart.minWeightPercent in 1..100.
 // missingKey and retryRouting have no rule here: their spellings are
 // checked where they are read (ParseMissingKey, ParseRetryRouting).
 std::vector<ConfigError> NormalizeAndValidate(Config& config);

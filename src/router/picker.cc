@@ -33,14 +33,16 @@ DecisionScratch& Scratch() {
 
 std::vector<Candidate> Picker::CandidatesOf(
     const BackendList& list, const std::vector<BackendState>& states,
-    bool ready_only) {
+    const std::vector<uint32_t>& weights, bool ready_only) {
+  const bool effective = weights.size() == list.backends.size();
   std::vector<Candidate> candidates;
   candidates.reserve(list.backends.size());
   for (size_t i = 0; i < list.backends.size(); ++i) {
     const Backend& b = list.backends[i];
     const bool ready =
         i < states.size() && states[i].routing == RoutingState::kReady;
-    candidates.push_back(Candidate{b.identity, b.weight, !ready_only || ready});
+    candidates.push_back(Candidate{
+        b.identity, effective ? weights[i] : b.weight, !ready_only || ready});
   }
   return candidates;
 }
@@ -48,7 +50,8 @@ std::vector<Candidate> Picker::CandidatesOf(
 Picker::Picker(std::shared_ptr<const Config> config,
                std::shared_ptr<const BackendList> list,
                const std::vector<BackendState>& states,
-               std::shared_ptr<PolicyStats> stats)
+               std::shared_ptr<PolicyStats> stats,
+               const std::vector<uint32_t>& effective_weights)
     : config_(std::move(config)),
       list_(std::move(list)),
       stats_(std::move(stats)),
@@ -60,8 +63,12 @@ Picker::Picker(std::shared_ptr<const Config> config,
       bounded_policy_(
           BoundedLoadRendezvous::Create(config_->balance_factor_percent)
               .value_or(BoundedLoadRendezvous())),
-      all_(CandidatesOf(*list_, states, /*ready_only=*/false), list_->table),
-      ready_(CandidatesOf(*list_, states, /*ready_only=*/true), list_->table) {
+      all_(CandidatesOf(*list_, states, effective_weights,
+                        /*ready_only=*/false),
+           list_->table),
+      ready_(CandidatesOf(*list_, states, effective_weights,
+                          /*ready_only=*/true),
+             list_->table) {
   entries_.reserve(list_->backends.size());
   counters_.reserve(list_->backends.size());
   for (size_t i = 0; i < list_->backends.size(); ++i) {

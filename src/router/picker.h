@@ -109,11 +109,15 @@ struct PickOutcome {
 class Picker final {
  public:
   // `states[i]` is the state of list->backends[i]; `config` passed
-  // NormalizeAndValidate.
+  // NormalizeAndValidate. `effective_weights[i]`, when given (one per
+  // backend), replaces list->backends[i].weight in every decision, owners
+  // and capacities alike (slow start, src/router/slow_start.h); empty: the
+  // list's weights.
   Picker(std::shared_ptr<const Config> config,
          std::shared_ptr<const BackendList> list,
          const std::vector<BackendState>& states,
-         std::shared_ptr<PolicyStats> stats);
+         std::shared_ptr<PolicyStats> stats,
+         const std::vector<uint32_t>& effective_weights = {});
 
   PickOutcome Pick(const PickRequest& request) const;
 
@@ -129,7 +133,7 @@ class Picker final {
   // The list as candidates: every backend eligible, or only the READY ones.
   static std::vector<Candidate> CandidatesOf(
       const BackendList& list, const std::vector<BackendState>& states,
-      bool ready_only);
+      const std::vector<uint32_t>& weights, bool ready_only);
 
   PickOutcome PickUnbounded(std::string_view key, bool keyed) const;
   PickOutcome PickBounded(std::string_view key, bool keyed) const;

@@ -27,17 +27,26 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
   out.failed_picks = failed_picks.load(std::memory_order_relaxed);
   out.retries = retries.load(std::memory_order_relaxed);
   std::shared_ptr<const BackendList> backends;
+  std::vector<uint32_t> effective;
+  uint32_t scale = 1;
   {
     std::lock_guard<std::mutex> lock(mu_);
     backends = backends_;
+    effective = effective_weights_;
+    scale = weight_scale_;
   }
+  const bool has_effective =
+      backends != nullptr && effective.size() == backends->backends.size();
   if (backends == nullptr) return out;
   out.backends.reserve(backends->backends.size());
-  for (const Backend& b : backends->backends) {
+  for (size_t i = 0; i < backends->backends.size(); ++i) {
+    const Backend& b = backends->backends[i];
     grpc_lb::BackendStats s;
     s.identity = b.identity;
     s.address = b.address;
     s.weight = b.weight;
+    s.effective_weight = has_effective ? effective[i] : b.weight;
+    s.weight_scale = has_effective ? scale : 1;
     s.in_flight = b.cell->in_flight.Load();
     s.peak_in_flight = b.cell->in_flight.Peak();
     s.picks = b.cell->picks.load(std::memory_order_relaxed);

@@ -32,6 +32,16 @@ class PolicyStats final {
   void SetBackends(std::shared_ptr<const BackendList> backends) {
     std::lock_guard<std::mutex> lock(mu_);
     backends_ = std::move(backends);
+    effective_weights_.clear();
+    weight_scale_ = 1;
+  }
+
+  // Publishes the weights routing uses (slow start): `weights[i]` of
+  // backend i of the current list, all scaled by `scale`; empty: the list's.
+  void SetEffectiveWeights(std::vector<uint32_t> weights, uint32_t scale) {
+    std::lock_guard<std::mutex> lock(mu_);
+    effective_weights_ = std::move(weights);
+    weight_scale_ = scale;
   }
 
   grpc_lb::ChannelStats Snapshot() const;
@@ -41,6 +51,8 @@ class PolicyStats final {
   const std::string policy_;
   mutable std::mutex mu_;
   std::shared_ptr<const BackendList> backends_;
+  std::vector<uint32_t> effective_weights_;
+  uint32_t weight_scale_ = 1;
 };
 
 // Registers `stats` until it is destroyed (the registry keeps weak pointers).

@@ -59,7 +59,7 @@ TEST(RendezvousConfig, ExactMessages) {
       "errors validating weighted_rendezvous LB policy config: "
       "[field:balanceFactorPercent error:unknown field (known: hashHeader, "
       "endpoints, defaultWeight, missingKey, maxInFlightPerBackend, "
-      "retryRouting; "
+      "retryRouting, slowStart; "
       "balanceFactorPercent belongs to bounded_load_rendezvous)]");
 }
 

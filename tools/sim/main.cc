@@ -15,6 +15,7 @@
 #include "plot.h"
 #include "report.h"
 #include "rules.h"
+#include "scale_out.h"
 #include "subjects.h"
 
 namespace poise_sim {
@@ -36,6 +37,8 @@ constexpr char kUsage[] =
     "                 with gnuplot; the extension picks PNG or SVG\n"
     "  --plot-load N  the load to plot, 0..1000000 (default 2000)\n"
     "  --help         this text\n"
+    "  --scale-out    slow start's scale-out scenario instead (first option;\n"
+    "                 poise-sim --scale-out --help)\n"
     "\n"
     "Rules: round-robin, proportional, least-connections, consistent-hashing\n"
     "(the lesson's four), weighted-rendezvous and bounded-rendezvous-F\n"
@@ -183,6 +186,10 @@ int Run(const Options& options) {
 }  // namespace poise_sim
 
 int main(int argc, char** argv) {
+  // Slow start's scale-out scenario: its own options (scale_out.h).
+  if (argc > 1 && std::string_view(argv[1]) == "--scale-out") {
+    return poise_sim::RunScaleOut(argc - 1, argv + 1);
+  }
   poise_sim::Options options;
   std::string problem;
   if (!poise_sim::ParseArgs(argc, argv, &options, &problem)) {

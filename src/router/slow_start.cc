@@ -1,0 +1,145 @@
+#include "src/router/slow_start.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/container/flat_hash_set.h"
+#include "poise/rendezvous.h"
+
+namespace poise::router {
+
+uint32_t SlowStart::StepsFor(uint32_t min_percent) {
+  const uint32_t m = std::clamp<uint32_t>(min_percent, 1, 100);
+  const uint32_t n = (500 + m - 1) / m;
+  return std::clamp(n, kMinSteps, kMaxSteps);
+}
+
+uint32_t SlowStart::ScaleFor(uint64_t max_weight) {
+  uint32_t shift = kMaxScaleShift;
+  while (shift > 0 &&
+         (max_weight << shift) > std::numeric_limits<uint32_t>::max()) {
+    --shift;
+  }
+  return uint32_t{1} << shift;
+}
+
+uint32_t SlowStart::EffectiveWeight(uint32_t weight, uint32_t scale,
+                                    uint32_t min_percent, uint32_t step,
+                                    uint32_t steps) {
+  const uint64_t full = uint64_t{weight} * scale;  // < 2^32 by ScaleFor
+  if (step >= steps) return static_cast<uint32_t>(full);
+  const uint32_t m = std::clamp<uint32_t>(min_percent, 1, 100);
+  // w S (m n + (100 - m) j) < 2^32 * 100 * 500 * 2: fits 128 bits easily.
+  const UInt128 numerator =
+      UInt128{full} * (uint64_t{m} * steps + uint64_t{100 - m} * step);
+  const UInt128 e = numerator / (UInt128{100} * steps);
+  return std::max<uint32_t>(1, static_cast<uint32_t>(e));
+}
+
+absl::Duration SlowStart::StepOffset(absl::Duration window, uint32_t step,
+                                     uint32_t steps) {
+  // ceil(step * window / steps) in nanoseconds; window <= 1 h, so
+  // 3.6e12 * 500 fits 64 bits.
+  const int64_t w = absl::ToInt64Nanoseconds(window);
+  const int64_t n = steps;
+  return absl::Nanoseconds((w * step + n - 1) / n);
+}
+
+uint32_t SlowStart::StepAt(absl::Duration window, absl::Duration elapsed,
+                           uint32_t steps) {
+  if (elapsed >= window) return steps;
+  if (elapsed <= absl::ZeroDuration()) return 0;
+  const int64_t w = absl::ToInt64Nanoseconds(window);
+  const int64_t e = absl::ToInt64Nanoseconds(elapsed);
+  return static_cast<uint32_t>(e * int64_t{steps} / w);
+}
+
+SlowStart::SlowStart(const SlowStartConfig& config) : config_(config) {}
+
+SlowStart::Weights SlowStart::Observe(const BackendList& list,
+                                      const std::vector<BackendState>& states,
+                                      absl::Time now) {
+  const absl::Duration window = config_.window;
+  const uint32_t steps = StepsFor(config_.min_weight_percent);
+  const size_t n = list.backends.size();
+  auto is_ready = [&](size_t i) {
+    return i < states.size() && states[i].routing == RoutingState::kReady;
+  };
+  // 1. Every listed identity's record.
+  absl::flat_hash_set<std::string_view> listed;
+  listed.reserve(n);
+  bool any_ready = false;
+  for (size_t i = 0; i < n; ++i) {
+    const Backend& b = list.backends[i];
+    listed.insert(b.identity);
+    auto [it, added] = records_.try_emplace(b.identity);
+    Record& r = it->second;
+    if (added) r.cold = ever_ready_;  // new after the channel's start
+    const bool ready = is_ready(i);
+    any_ready |= ready;
+    if (ready && !r.ready) {
+      const bool long_outage =
+          r.down_since.has_value() && now - *r.down_since >= window;
+      if (r.cold || long_outage) r.ramp_start = now;
+      r.cold = false;
+      r.down_since.reset();
+    } else if (!ready && r.ready) {
+      r.down_since = now;
+    }
+    r.ready = ready;
+  }
+  ever_ready_ |= any_ready;
+  // 2. Identities away from the list: down from now; forgotten after window.
+  for (auto it = records_.begin(); it != records_.end();) {
+    Record& r = it->second;
+    if (listed.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    if (r.ready) {
+      r.ready = false;
+      r.down_since = now;
+    }
+    if (!r.down_since.has_value() || now - *r.down_since >= window) {
+      records_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  // 3. The ramps, ended ones dropped.
+  Weights out;
+  out.ramps.resize(n);
+  uint64_t max_weight = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Backend& b = list.backends[i];
+    max_weight = std::max<uint64_t>(max_weight, b.weight);
+    Record& r = records_.find(b.identity)->second;
+    if (!r.ramp_start.has_value()) continue;
+    const absl::Duration elapsed = now - *r.ramp_start;
+    const uint32_t step = StepAt(window, elapsed, steps);
+    if (step >= steps) {
+      r.ramp_start.reset();
+      continue;
+    }
+    out.ramps[i] = Ramp{step, steps};
+    const absl::Time next = *r.ramp_start + StepOffset(window, step + 1, steps);
+    if (!out.next_step.has_value() || next < *out.next_step) {
+      out.next_step = next;
+    }
+  }
+  // Ramps of identities away from the list run on too: their end matters
+  // only when they return, and Observe is called then.
+  out.scale = out.ramping() ? ScaleFor(max_weight) : 1;
+  out.effective.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t w = list.backends[i].weight;
+    out.effective[i] =
+        out.ramps[i].has_value()
+            ? EffectiveWeight(w, out.scale, config_.min_weight_percent,
+                              out.ramps[i]->step, steps)
+            : w * out.scale;
+  }
+  return out;
+}
+
+}  // namespace poise::router

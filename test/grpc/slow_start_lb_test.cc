@@ -1,0 +1,232 @@
+// Slow start in the policies, over gRPC 1.51's fake subchannels: the config,
+// a ramp driven by a fake clock, the real event-engine timers, and shutdown
+// with a ramp in progress.
+// First: it includes the internal guard, then port_platform.h.
+// clang-format off
+#include "test/support/policy_fixture.h"
+// clang-format on
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "poise/grpc_lb.h"
+#include "poise/rendezvous.h"
+#include "src/grpc/slow_start_clock.h"
+
+namespace poise::grpc_lb {
+namespace {
+
+using grpc_core::Json;
+
+absl::Status ParseConfig(const std::string& json) {
+  auto parsed = Json::Parse(json);
+  if (!parsed.ok()) return parsed.status();
+  return grpc_core::CoreConfiguration::Get()
+      .lb_policy_registry()
+      .ParseLoadBalancingConfig(*parsed)
+      .status();
+}
+
+std::string WithSlowStart(const char* policy, const std::string& slow) {
+  return absl::StrCat(R"([{")", policy, R"(":{"hashHeader":"k","slowStart":)",
+                      slow, "}}]");
+}
+
+TEST(SlowStartConfig, AcceptedOnBothPolicies) {
+  for (const char* policy :
+       {kWeightedRendezvousPolicy, kBoundedLoadRendezvousPolicy}) {
+    EXPECT_TRUE(ParseConfig(WithSlowStart(policy, R"({"window":"60s",
+                                             "minWeightPercent":10})"))
+                    .ok())
+        << policy;
+    EXPECT_TRUE(
+        ParseConfig(WithSlowStart(policy, R"({"window":"3600s"})")).ok())
+        << policy;
+  }
+}
+
+TEST(SlowStartConfig, RejectedValuesNameTheField) {
+  const char* p = kWeightedRendezvousPolicy;
+  const std::string prefix =
+      "errors validating weighted_rendezvous LB policy config: ";
+  EXPECT_EQ(ParseConfig(WithSlowStart(p, R"({"window":"0s"})")).message(),
+            prefix + "[field:slowStart.window error:must be longer than 0s]");
+  EXPECT_EQ(
+      ParseConfig(WithSlowStart(p, R"({"window":"3600.001s"})")).message(),
+      prefix + "[field:slowStart.window error:must be at most 3600s (1 h)]");
+  EXPECT_EQ(
+      ParseConfig(WithSlowStart(p, R"({"window":"1s","minWeightPercent":0})"))
+          .message(),
+      prefix +
+          "[field:slowStart.minWeightPercent error:must be between 1 and 100]");
+  EXPECT_EQ(
+      ParseConfig(WithSlowStart(p, R"({"window":"1s","minWeightPercent":101})"))
+          .message(),
+      prefix +
+          "[field:slowStart.minWeightPercent error:must be between 1 and 100]");
+  EXPECT_EQ(ParseConfig(WithSlowStart(p, R"({})")).message(),
+            prefix + "[field:slowStart.window error:field not present]");
+  EXPECT_NE(ParseConfig(WithSlowStart(p, R"({"window":"soon"})"))
+                .message()
+                .find("field:slowStart.window error:"),
+            std::string::npos);
+  EXPECT_EQ(
+      ParseConfig(WithSlowStart(p, R"({"window":"1s","minWeight":5})"))
+          .message(),
+      prefix +
+          "[field:slowStart.minWeight error:unknown field (known: window, "
+          "minWeightPercent)]");
+}
+
+// A clock the test moves.
+absl::Time g_now = absl::FromUnixSeconds(1'700'000'000);
+absl::Time FakeNow() { return g_now; }
+
+class SlowStartLbTest : public test_support::PolicyFixture {
+ protected:
+  SlowStartLbTest() : PolicyFixture(541) {}
+  void TearDown() override {
+    PolicyFixture::TearDown();
+    internal::SetRampClockForTesting(nullptr);
+  }
+
+  std::vector<std::string> First(size_t n) const {
+    return {uris_.begin(), uris_.begin() + static_cast<std::ptrdiff_t>(n)};
+  }
+  // Three backends serving, then the fourth added and READY.
+  void ScaleOut(const std::string& name, const std::string& slow) {
+    MakePolicy(name);
+    const std::string config =
+        Config(name, absl::StrCat(R"("slowStart":)", slow));
+    ASSERT_TRUE(Update(config, First(3)).ok());
+    for (int i = 0; i < 3; ++i) SetState(i, GRPC_CHANNEL_READY);
+    Drain();
+    ASSERT_EQ(state_, GRPC_CHANNEL_READY);
+    config_ = config;
+    ASSERT_TRUE(Update(config, uris_).ok());
+    SetState(3, GRPC_CHANNEL_READY);
+    Drain();
+  }
+  // A re-resolution with the same list: a new picker at the clock's time.
+  void Refresh() {
+    ASSERT_TRUE(Update(config_, uris_).ok());
+    Drain();
+  }
+  std::vector<BackendStats> Backends() {
+    for (ChannelStats& s : StatsSnapshot()) {
+      if (s.label == label_) return s.backends;
+    }
+    ADD_FAILURE() << "no stats for " << label_;
+    return {};
+  }
+  // Every key routes as the core does with the stats' effective weights.
+  void ExpectRoutingMatchesEffectiveWeights(size_t keys) {
+    const std::vector<BackendStats> stats = Backends();
+    ASSERT_EQ(stats.size(), 4u);
+    std::vector<Candidate> candidates;
+    candidates.reserve(stats.size());
+    for (const BackendStats& b : stats) {
+      candidates.push_back(
+          {b.identity, static_cast<uint32_t>(b.effective_weight), true});
+    }
+    for (size_t k = 0; k < keys; ++k) {
+      const std::string key = absl::StrCat("key-", k);
+      ASSERT_EQ(
+          Pick(key).backend,
+          static_cast<int>(WeightedRendezvous::Pick(key, candidates).value()))
+          << key;
+    }
+  }
+
+  std::string config_;
+};
+
+TEST_F(SlowStartLbTest, ARampOnAFakeClockPublishesEachStepsWeights) {
+  internal::SetRampClockForTesting(&FakeNow);
+  ScaleOut(kWeightedRendezvousPolicy, R"({"window":"60s"})");
+  std::vector<BackendStats> stats = Backends();
+  ASSERT_EQ(stats.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(stats[i].effective_weight, 1024u);
+  EXPECT_EQ(stats[3].effective_weight, 102u);  // 10 % of 1 x 1024
+  EXPECT_EQ(stats[3].weight_scale, 1024u);
+  EXPECT_EQ(internal::PendingRampTimersForTesting(), 1);
+  ExpectRoutingMatchesEffectiveWeights(5000);
+  g_now += absl::Seconds(30);  // step 25 of 50
+  Refresh();
+  EXPECT_EQ(Backends()[3].effective_weight, 1024u * (10 * 50 + 90 * 25) / 5000);
+  ExpectRoutingMatchesEffectiveWeights(5000);
+  // A short failure keeps the position.
+  SetState(3, GRPC_CHANNEL_TRANSIENT_FAILURE, absl::UnavailableError("x"));
+  g_now += absl::Seconds(6);
+  SetState(3, GRPC_CHANNEL_READY);
+  Drain();
+  EXPECT_EQ(Backends()[3].effective_weight, 1024u * (10 * 50 + 90 * 30) / 5000);
+  g_now += absl::Seconds(24);  // the end
+  Refresh();
+  stats = Backends();
+  for (const BackendStats& b : stats) {
+    EXPECT_EQ(b.effective_weight, 1u);
+    EXPECT_EQ(b.weight_scale, 1u);
+  }
+  EXPECT_EQ(internal::PendingRampTimersForTesting(), 0);
+  for (int k = 0; k < 2000; ++k) {
+    const std::string key = absl::StrCat("key-", k);
+    EXPECT_EQ(Pick(key).backend, Owner(key)) << key;
+  }
+}
+
+TEST_F(SlowStartLbTest, BackendsAtTheChannelsStartAreNotRamped) {
+  internal::SetRampClockForTesting(&FakeNow);
+  MakePolicy(kBoundedLoadRendezvousPolicy);
+  ASSERT_TRUE(Update(Config(kBoundedLoadRendezvousPolicy,
+                            R"("slowStart":{"window":"60s"})"),
+                     uris_)
+                  .ok());
+  SetState(0, GRPC_CHANNEL_READY);
+  g_now += absl::Seconds(1);
+  for (int i = 1; i < 4; ++i) SetState(i, GRPC_CHANNEL_READY);
+  Drain();
+  for (const BackendStats& b : Backends()) EXPECT_EQ(b.effective_weight, 1u);
+  EXPECT_EQ(internal::PendingRampTimersForTesting(), 0);
+}
+
+TEST_F(SlowStartLbTest, TheEventEngineTimersRunTheRampToItsEnd) {
+  // Real clock and timers: 50 steps of 4 ms.
+  ScaleOut(kBoundedLoadRendezvousPolicy, R"({"window":"0.2s"})");
+  int pickers = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (Backends()[3].weight_scale != 1 && absl::Now() < deadline) {
+    ExecCtx exec_ctx;
+    while (auto event = helper_->GetEvent()) {
+      if (auto* u = absl::get_if<FakeHelper::StateUpdate>(&*event)) {
+        picker_ = std::move(u->picker);
+        ++pickers;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  Drain();
+  EXPECT_EQ(Backends()[3].weight_scale, 1u);
+  EXPECT_EQ(Backends()[3].effective_weight, 1u);
+  EXPECT_GE(pickers, 2);  // at least some steps published on their own
+  EXPECT_EQ(internal::PendingRampTimersForTesting(), 0);
+}
+
+TEST_F(SlowStartLbTest, ShutdownWithARampInProgressCancelsItsTimer) {
+  internal::SetRampClockForTesting(&FakeNow);
+  ScaleOut(kWeightedRendezvousPolicy, R"({"window":"3600s"})");
+  ASSERT_EQ(internal::PendingRampTimersForTesting(), 1);
+  {
+    ExecCtx exec_ctx;
+    picker_.reset();
+    policy_.reset();
+  }
+  EXPECT_EQ(internal::PendingRampTimersForTesting(), 0);
+}
+
+}  // namespace
+}  // namespace poise::grpc_lb
