@@ -232,19 +232,10 @@ Result<Decision> BoundedLoadRendezvous::DecideNthSampled(
   bool any_eligible = false;
   for (const Candidate& c : candidates) any_eligible |= c.IsEligible();
   if (!any_eligible) return PickError::kNoEligibleCandidates;
-  uint64_t total_load = 0;
-  uint64_t total_weight = 0;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (!candidates[i].IsEligible()) continue;
-    if (__builtin_add_overflow(total_load, loads[i], &total_load)) {
-      return PickError::kLoadOverflow;
-    }
-    if (__builtin_add_overflow(total_weight, uint64_t{candidates[i].weight},
-                               &total_weight)) {
-      return PickError::kWeightOverflow;
-    }
-  }
-  if (total_load == UINT64_MAX) return PickError::kLoadOverflow;
+  const Result<internal::Sums> sums = internal::SumInOrder(candidates, loads);
+  if (!sums.ok()) return sums.error();
+  const uint64_t total_load = sums.value().total_load;
+  const uint64_t total_weight = sums.value().total_weight;
   // Unreachable (an eligible candidate has a weight), but the capacity
   // divides by it.
   if (total_weight == 0) return PickError::kNoEligibleCandidates;

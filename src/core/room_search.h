@@ -64,28 +64,42 @@ inline RoomTest RoomTestFor(uint32_t factor, uint64_t total_load,
           uint64_t{100} * total_weight};
 }
 
-// poise-core's checks of the sums after a bounded pass that made them
-// (`loads` as it sampled them): for each eligible candidate in index order
-// its load is added to L (kLoadOverflow on a wrap), then its weight to W
-// (kWeightOverflow); then L + 1 must not wrap (kLoadOverflow). Below 2^32
-// candidates W < 2^32 (2^32 - 1) < 2^64 cannot wrap, so the pass's flag
-// answers; beyond, which sum wraps first decides, so they are redone in
-// order.
+// The eligible loads' and weights' sums as poise-core makes them: for each
+// eligible candidate in index order its load is added to L (kLoadOverflow on
+// a wrap), then its weight to W (kWeightOverflow); then L + 1 must not wrap
+// (kLoadOverflow).
+struct Sums {
+  uint64_t total_load;
+  uint64_t total_weight;
+};
+inline Result<Sums> SumInOrder(const std::vector<Candidate>& candidates,
+                               const uint64_t* loads) {
+  Sums sums{0, 0};
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!candidates[i].IsEligible()) continue;
+    if (__builtin_add_overflow(sums.total_load, loads[i], &sums.total_load)) {
+      return PickError::kLoadOverflow;
+    }
+    if (__builtin_add_overflow(sums.total_weight,
+                               uint64_t{candidates[i].weight},
+                               &sums.total_weight)) {
+      return PickError::kWeightOverflow;
+    }
+  }
+  if (sums.total_load == UINT64_MAX) return PickError::kLoadOverflow;
+  return sums;
+}
+
+// The same checks after a bounded pass that made the sums (`loads` as it
+// sampled them). Below 2^32 candidates W < 2^32 (2^32 - 1) < 2^64 cannot
+// wrap, so the pass's flag answers; beyond, which sum wraps first decides, so
+// they are redone in order (SumInOrder).
 inline std::optional<PickError> SumsError(
     const std::vector<Candidate>& candidates, const uint64_t* loads,
     const internal::PassState& pass) {
   if (candidates.size() > UINT32_MAX) {
-    uint64_t total_load = 0, total_weight = 0;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!candidates[i].IsEligible()) continue;
-      if (__builtin_add_overflow(total_load, loads[i], &total_load)) {
-        return PickError::kLoadOverflow;
-      }
-      if (__builtin_add_overflow(total_weight, uint64_t{candidates[i].weight},
-                                 &total_weight)) {
-        return PickError::kWeightOverflow;
-      }
-    }
+    const Result<Sums> sums = SumInOrder(candidates, loads);
+    if (!sums.ok()) return sums.error();
   } else if (pass.load_overflow) {
     return PickError::kLoadOverflow;
   }
