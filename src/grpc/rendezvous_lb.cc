@@ -2,38 +2,31 @@
 // side of poise::router, whose rules (src/router) decide everything. This
 // file turns ServerAddresses into router entries, keeps a subchannel per
 // listed address, maps connectivity, publishes pickers that turn the router's
-// PickOutcome into a PickResult, and traces (GRPC_TRACE=poise_rendezvous).
+// PickOutcome into a PickResult (rendezvous_picker.h), sets slow start's step
+// timer (ramp_timer.h), and traces (GRPC_TRACE=poise_rendezvous).
 #include "src/grpc/internal_guard.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
 // clang-format on
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/time/time.h"
 #include "poise/grpc_lb.h"
-#include "poise/in_flight.h"
 #include "src/core/lib/address_utils/sockaddr_utils.h"
 #include "src/core/lib/channel/channel_args.h"
 #include "src/core/lib/config/core_configuration.h"
 #include "src/core/lib/debug/trace.h"
-#include "src/core/lib/event_engine/default_event_engine.h"
 #include "src/core/lib/gprpp/debug_location.h"
 #include "src/core/lib/gprpp/orphanable.h"
 #include "src/core/lib/gprpp/ref_counted.h"
 #include "src/core/lib/gprpp/ref_counted_ptr.h"
-#include "src/core/lib/iomgr/exec_ctx.h"
 #include "src/core/lib/json/json.h"
 #include "src/core/lib/load_balancing/lb_policy.h"
 #include "src/core/lib/load_balancing/lb_policy_factory.h"
@@ -42,34 +35,22 @@
 #include "src/core/lib/resolver/server_address.h"
 #include "src/core/lib/transport/connectivity_state.h"
 #include "src/grpc/identity_attribute.h"
+#include "src/grpc/ramp_timer.h"
 #include "src/grpc/registration.h"
 #include "src/grpc/rendezvous_config.h"
+#include "src/grpc/rendezvous_picker.h"
+#include "src/grpc/rendezvous_trace.h"
 #include "src/grpc/slow_start_clock.h"
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
 #include "src/router/connectivity.h"
-#include "src/router/picker.h"
 #include "src/router/slow_start.h"
 #include "src/router/stats_registry.h"
 
 namespace poise::grpc_lb {
 
-// GRPC_TRACE=poise_rendezvous logs decisions and state changes.
+// Declared in rendezvous_trace.h.
 grpc_core::TraceFlag poise_rendezvous_trace(false, "poise_rendezvous");
-
-namespace internal {
-namespace {
-std::atomic<RampClock> g_ramp_clock{nullptr};
-std::atomic<int> g_pending_ramp_timers{0};
-}  // namespace
-
-void SetRampClockForTesting(RampClock clock) { g_ramp_clock.store(clock); }
-absl::Time RampNow() {
-  const RampClock clock = g_ramp_clock.load();
-  return clock != nullptr ? clock() : absl::Now();
-}
-int PendingRampTimersForTesting() { return g_pending_ramp_timers.load(); }
-}  // namespace internal
 
 namespace {
 
@@ -82,13 +63,6 @@ using grpc_core::SubchannelInterface;
 
 // The channel's target, as the client channel sets it (GRPC_ARG_SERVER_URI).
 constexpr char kServerUriArg[] = "grpc.server_uri";
-
-#define POISE_TRACE(...)                                   \
-  do {                                                     \
-    if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) { \
-      gpr_log(GPR_INFO, __VA_ARGS__);                      \
-    }                                                      \
-  } while (0)
 
 // ---------------------------------------------------------------------------
 // Config and addresses
@@ -144,101 +118,6 @@ router::ResolverEntry EntryOf(const ServerAddress& address, std::string text) {
 }
 
 // ---------------------------------------------------------------------------
-// Picker
-
-// Holds a call's in-flight slot from the pick to Finish(). A tracker
-// destroyed without Start() (the call died before it began) gives the slot
-// back when the guard goes.
-class CallTracker final
-    : public LoadBalancingPolicy::SubchannelCallTrackerInterface {
- public:
-  explicit CallTracker(InFlightGuard slot) : slot_(std::move(slot)) {}
-
-  void Start() override {}
-  void Finish(FinishArgs /*args*/) override { slot_.Release(); }
-
- private:
-  InFlightGuard slot_;
-};
-
-// A router::Picker and the subchannel of each of its backends.
-class RendezvousPicker final : public LoadBalancingPolicy::SubchannelPicker {
- public:
-  using PickArgs = LoadBalancingPolicy::PickArgs;
-  using PickResult = LoadBalancingPolicy::PickResult;
-
-  // `subchannels[i]` is the subchannel of list->backends[i], as
-  // CreateSubchannel returned it.
-  RendezvousPicker(const void* policy,
-                   const std::shared_ptr<const router::Config>& config,
-                   std::shared_ptr<const router::BackendList> list,
-                   const std::vector<router::BackendState>& states,
-                   std::shared_ptr<router::PolicyStats> stats,
-                   std::vector<RefCountedPtr<SubchannelInterface>> subchannels,
-                   const std::vector<uint32_t>& effective_weights)
-      : policy_(policy),
-        header_(config->hash_header),
-        router_(config, std::move(list), states, std::move(stats),
-                effective_weights),
-        subchannels_(std::move(subchannels)) {}
-
-  PickResult Pick(PickArgs args) override {
-    std::string buffer;
-    const absl::optional<absl::string_view> header =
-        args.initial_metadata->Lookup(header_, &buffer);
-    router::PickRequest request;
-    if (header.has_value()) request.key.emplace(header->data(), header->size());
-    // Attempt k + 1 of a configured retry carries k (retry_filter.cc); a
-    // first attempt and a transparent retry carry nothing.
-    std::string attempts_buffer;
-    const absl::optional<absl::string_view> attempts =
-        args.initial_metadata->Lookup(router::kPreviousAttemptsHeader,
-                                      &attempts_buffer);
-    if (attempts.has_value()) {
-      request.previous_attempts = router::ParsePreviousAttempts(
-          std::string_view(attempts->data(), attempts->size()));
-    }
-    router::PickOutcome outcome = router_.Pick(request);
-    if (auto* c = std::get_if<router::PickOutcome::Complete>(&outcome.result)) {
-      if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) {
-        TracePick(c->backend, c->spilled);
-      }
-      const RefCountedPtr<SubchannelInterface>& subchannel =
-          subchannels_[c->backend];
-      if (!c->slot.held()) return PickResult::Complete(subchannel);
-      // The tracker is owned by the returned PickResult; the analyzer loses
-      // it in absl::variant's move.
-      // NOLINTNEXTLINE(clang-analyzer-cplusplus.NewDeleteLeaks)
-      return PickResult::Complete(
-          subchannel, std::make_unique<CallTracker>(std::move(c->slot)));
-    }
-    if (auto* f = std::get_if<router::PickOutcome::Fail>(&outcome.result)) {
-      return Drop(std::move(f->status));
-    }
-    return PickResult::Queue();
-  }
-
- private:
-  POISE_COLD void TracePick(size_t index, bool spilled) const {
-    gpr_log(GPR_INFO, "[poise %p] pick -> %s%s", policy_,
-            router_.backends()[index].identity.c_str(),
-            spilled ? " (spilled)" : "");
-  }
-  // Drop, not Fail: the call must end now even when it is wait_for_ready,
-  // because a new picker would not change the answer.
-  POISE_COLD PickResult Drop(absl::Status status) const {
-    POISE_TRACE("[poise %p] pick failed: %s", policy_,
-                status.ToString().c_str());
-    return PickResult::Drop(std::move(status));
-  }
-
-  const void* policy_;
-  const std::string header_;
-  const router::Picker router_;
-  const std::vector<RefCountedPtr<SubchannelInterface>> subchannels_;
-};
-
-// ---------------------------------------------------------------------------
 // Policy
 
 class RendezvousLb final : public LoadBalancingPolicy {
@@ -285,9 +164,6 @@ class RendezvousLb final : public LoadBalancingPolicy {
   // Slow start: the effective weights now (empty when it is off), with the
   // ramp timer set for the next step and ramp changes traced.
   std::vector<uint32_t> EffectiveWeightsLocked();
-  void ScheduleRampTimerLocked(absl::Time at);
-  void CancelRampTimerLocked();
-  void OnRampTimerLocked();
 
   const bool bounded_;
   std::shared_ptr<router::PolicyStats> stats_;
@@ -302,14 +178,8 @@ class RendezvousLb final : public LoadBalancingPolicy {
   bool shutdown_ = false;
   // Slow start (src/router/slow_start.h); empty when the config has none.
   std::optional<router::SlowStart> slow_start_;
-  std::vector<std::optional<router::SlowStart::Ramp>> traced_ramps_;
-  // gRPC's default event engine, held: the ramp's timers run on it.
-  std::shared_ptr<grpc_event_engine::experimental::EventEngine> event_engine_ =
-      grpc_event_engine::experimental::GetDefaultEventEngine();
-  // The pending step timer on the event engine, and when it is due.
-  std::optional<grpc_event_engine::experimental::EventEngine::TaskHandle>
-      ramp_timer_;
-  absl::Time ramp_timer_at_;
+  // The next step's timer and the ramps' traces; idle when slow start is.
+  RampTimer ramp_timer_;
 };
 
 class RendezvousLb::Backend::Watcher final
@@ -349,7 +219,11 @@ void RendezvousLb::Backend::ShutdownLocked() {
 }
 
 RendezvousLb::RendezvousLb(Args args, bool bounded)
-    : LoadBalancingPolicy(std::move(args)), bounded_(bounded) {
+    : LoadBalancingPolicy(std::move(args)),
+      bounded_(bounded),
+      ramp_timer_(this, work_serializer(), [this]() {
+        if (!shutdown_) UpdatePickerLocked();
+      }) {
   std::string label(channel_args().GetString(kStatsLabelArg).value_or(""));
   if (label.empty()) {
     label = std::string(channel_args().GetString(kServerUriArg).value_or(""));
@@ -365,7 +239,7 @@ RendezvousLb::~RendezvousLb() { POISE_TRACE("[poise %p] destroyed", this); }
 void RendezvousLb::ShutdownLocked() {
   POISE_TRACE("[poise %p] shutting down", this);
   shutdown_ = true;
-  CancelRampTimerLocked();
+  ramp_timer_.CancelRampTimerLocked();
   slow_start_.reset();
   for (auto& backend : backends_) backend->ShutdownLocked();
   backends_.clear();
@@ -386,7 +260,7 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   const std::optional<router::SlowStartConfig>& slow =
       config_->config()->slow_start;
   if (!slow.has_value()) {
-    CancelRampTimerLocked();
+    ramp_timer_.CancelRampTimerLocked();
     slow_start_.reset();
   } else if (!slow_start_.has_value()) {
     // Turned on now: what is listed before the next READY counts as the
@@ -515,71 +389,9 @@ std::vector<uint32_t> RendezvousLb::EffectiveWeightsLocked() {
   router::SlowStart::Weights w =
       slow_start_->Observe(*set_.list(), states_, internal::RampNow());
   stats_->SetEffectiveWeights(w.effective, w.scale);
-  if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) {
-    // One line per ramp step, start and end, by identity.
-    traced_ramps_.resize(w.ramps.size());
-    for (size_t i = 0; i < w.ramps.size(); ++i) {
-      const auto& now = w.ramps[i];
-      const auto& before = traced_ramps_[i];
-      const bool changed = now.has_value() != before.has_value() ||
-                           (now.has_value() && now->step != before->step);
-      if (!changed) continue;
-      const router::Backend& b = set_.backends()[i];
-      if (now.has_value()) {
-        POISE_TRACE(
-            "[poise %p] slow start: %s step %u/%u, weight %u of %llu", this,
-            b.identity.c_str(), now->step, now->steps, w.effective[i],
-            static_cast<unsigned long long>(uint64_t{b.weight} * w.scale));
-      } else {
-        POISE_TRACE("[poise %p] slow start: %s at full weight", this,
-                    b.identity.c_str());
-      }
-    }
-    traced_ramps_ = w.ramps;
-  }
-  if (w.next_step.has_value()) {
-    ScheduleRampTimerLocked(*w.next_step);
-  } else {
-    CancelRampTimerLocked();
-  }
+  ramp_timer_.ObserveLocked(w, set_.backends(),
+                            Ref(DEBUG_LOCATION, "RampTimer"));
   return std::move(w.effective);
-}
-
-void RendezvousLb::ScheduleRampTimerLocked(absl::Time at) {
-  if (ramp_timer_.has_value() && ramp_timer_at_ == at) return;
-  CancelRampTimerLocked();
-  const absl::Duration delay =
-      std::max(at - internal::RampNow(), absl::ZeroDuration());
-  ramp_timer_at_ = at;
-  internal::g_pending_ramp_timers.fetch_add(1);
-  ramp_timer_ = event_engine_->RunAfter(
-      std::chrono::nanoseconds(absl::ToInt64Nanoseconds(delay)),
-      [self = RefCountedPtr<RendezvousLb>(static_cast<RendezvousLb*>(
-           Ref(DEBUG_LOCATION, "RampTimer").release()))]() mutable {
-        internal::g_pending_ramp_timers.fetch_sub(1);
-        grpc_core::ApplicationCallbackExecCtx app_exec_ctx;
-        grpc_core::ExecCtx exec_ctx;
-        RendezvousLb* policy = self.get();
-        policy->work_serializer()->Run(
-            [self = std::move(self)]() { self->OnRampTimerLocked(); },
-            DEBUG_LOCATION);
-      });
-}
-
-void RendezvousLb::CancelRampTimerLocked() {
-  if (!ramp_timer_.has_value()) return;
-  // False: the callback is running or about to; OnRampTimerLocked then
-  // finds no timer (or shutdown_) and does nothing.
-  if (event_engine_->Cancel(*ramp_timer_)) {
-    internal::g_pending_ramp_timers.fetch_sub(1);
-  }
-  ramp_timer_.reset();
-}
-
-void RendezvousLb::OnRampTimerLocked() {
-  if (shutdown_ || !ramp_timer_.has_value()) return;
-  ramp_timer_.reset();
-  UpdatePickerLocked();  // the next step's picker (and the next timer)
 }
 
 // ---------------------------------------------------------------------------

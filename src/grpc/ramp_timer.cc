@@ -1,0 +1,115 @@
+// The slow-start step timer (ramp_timer.h) and the ramps' replaceable clock
+// (slow_start_clock.h).
+#include "src/grpc/ramp_timer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <utility>
+
+#include "src/core/lib/gprpp/debug_location.h"
+#include "src/core/lib/iomgr/exec_ctx.h"
+#include "src/grpc/rendezvous_trace.h"
+#include "src/grpc/slow_start_clock.h"
+
+namespace poise::grpc_lb {
+
+namespace internal {
+namespace {
+std::atomic<RampClock> g_ramp_clock{nullptr};
+std::atomic<int> g_pending_ramp_timers{0};
+}  // namespace
+
+void SetRampClockForTesting(RampClock clock) { g_ramp_clock.store(clock); }
+absl::Time RampNow() {
+  const RampClock clock = g_ramp_clock.load();
+  return clock != nullptr ? clock() : absl::Now();
+}
+int PendingRampTimersForTesting() { return g_pending_ramp_timers.load(); }
+}  // namespace internal
+
+RampTimer::RampTimer(const void* policy,
+                     std::shared_ptr<grpc_core::WorkSerializer> work_serializer,
+                     std::function<void()> on_step)
+    : policy_(policy),
+      work_serializer_(std::move(work_serializer)),
+      on_step_(std::move(on_step)) {}
+
+void RampTimer::ObserveLocked(
+    const router::SlowStart::Weights& w,
+    const std::vector<router::Backend>& backends,
+    grpc_core::RefCountedPtr<grpc_core::LoadBalancingPolicy> policy) {
+  if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) {
+    TraceRampsLocked(w, backends);
+  }
+  if (w.next_step.has_value()) {
+    ScheduleRampTimerLocked(*w.next_step, std::move(policy));
+  } else {
+    CancelRampTimerLocked();
+  }
+}
+
+void RampTimer::TraceRampsLocked(const router::SlowStart::Weights& w,
+                                 const std::vector<router::Backend>& backends) {
+  // One line per ramp step, start and end, by identity.
+  traced_ramps_.resize(w.ramps.size());
+  for (size_t i = 0; i < w.ramps.size(); ++i) {
+    const auto& now = w.ramps[i];
+    const auto& before = traced_ramps_[i];
+    const bool changed = now.has_value() != before.has_value() ||
+                         (now.has_value() && now->step != before->step);
+    if (!changed) continue;
+    const router::Backend& b = backends[i];
+    if (now.has_value()) {
+      POISE_TRACE(
+          "[poise %p] slow start: %s step %u/%u, weight %u of %llu", policy_,
+          b.identity.c_str(), now->step, now->steps, w.effective[i],
+          static_cast<unsigned long long>(uint64_t{b.weight} * w.scale));
+    } else {
+      POISE_TRACE("[poise %p] slow start: %s at full weight", policy_,
+                  b.identity.c_str());
+    }
+  }
+  traced_ramps_ = w.ramps;
+}
+
+void RampTimer::ScheduleRampTimerLocked(
+    absl::Time at,
+    grpc_core::RefCountedPtr<grpc_core::LoadBalancingPolicy> policy) {
+  if (ramp_timer_.has_value() && ramp_timer_at_ == at) return;
+  CancelRampTimerLocked();
+  const absl::Duration delay =
+      std::max(at - internal::RampNow(), absl::ZeroDuration());
+  ramp_timer_at_ = at;
+  internal::g_pending_ramp_timers.fetch_add(1);
+  // The callback holds the policy, and so this timer, until it has run.
+  ramp_timer_ = event_engine_->RunAfter(
+      std::chrono::nanoseconds(absl::ToInt64Nanoseconds(delay)),
+      [this, policy = std::move(policy)]() mutable {
+        internal::g_pending_ramp_timers.fetch_sub(1);
+        grpc_core::ApplicationCallbackExecCtx app_exec_ctx;
+        grpc_core::ExecCtx exec_ctx;
+        work_serializer_->Run(
+            [this, policy = std::move(policy)]() { OnRampTimerLocked(); },
+            DEBUG_LOCATION);
+      });
+}
+
+void RampTimer::CancelRampTimerLocked() {
+  if (!ramp_timer_.has_value()) return;
+  // False: the callback is running or about to; OnRampTimerLocked then
+  // finds no timer and does nothing.
+  if (event_engine_->Cancel(*ramp_timer_)) {
+    internal::g_pending_ramp_timers.fetch_sub(1);
+  }
+  ramp_timer_.reset();
+}
+
+void RampTimer::OnRampTimerLocked() {
+  if (!ramp_timer_.has_value()) return;
+  ramp_timer_.reset();
+  on_step_();  // the next step's picker (and the next timer)
+}
+
+}  // namespace poise::grpc_lb
