@@ -3,7 +3,9 @@
 #
 # Usage: bench/callgrind.sh [CALLS] [N...]      (defaults: 2000; 3 10 100 1000)
 #   BUILD=dir (default build/) holds poise_e2e_bench; OUT=dir keeps the
-#   callgrind files (default: a temporary directory, removed at the end).
+#   callgrind files (default: a temporary directory, removed at the end);
+#   PATTERN=balanced uses poise_e2e_bench's balanced key order (default
+#   stride; balanced needs >= 1 key per backend found, slow at n = 1000).
 #
 # For each n: `poise_e2e_bench --serve n` starts n echo backends in their own
 # process, NOT under valgrind (so server work is not counted at all). The
@@ -78,7 +80,7 @@ total() {
   callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ && !done {gsub(",", "", $1); print $1; done = 1}'
 }
 
-echo "callgrind: $calls measured calls per policy after warm-up; client threads only (backends in a separate, uninstrumented process)"
+echo "callgrind: $calls measured calls per policy after warm-up, ${PATTERN:-stride} pattern; client threads only (backends in a separate, uninstrumented process)"
 echo
 echo "| n | policy | Ir/call (all client threads) | calling thread | vs round_robin | channel pick | RendezvousPicker::Pick | header lookup | router Pick | CallTracker |"
 echo "|---:|---|---:|---:|---|---:|---:|---:|---:|---:|"
@@ -98,7 +100,7 @@ for n in "${sizes[@]}"; do
   rm -f "$out"/callgrind.out.n"$n".*
   valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes \
     --callgrind-out-file="$out/callgrind.out.n$n" \
-    "$bin" --callgrind-target "$target" --callgrind-n "$n" --calls "$calls" \
+    "$bin" --callgrind-target "$target" --callgrind-n "$n" --calls "$calls" --pattern "${PATTERN:-stride}" \
     >"$out/client-$n.log" 2>"$out/valgrind-$n.log" || {
     echo "callgrind.sh: client failed for n=$n (see $out)" >&2
     cat "$out/client-$n.log" >&2

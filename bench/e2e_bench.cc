@@ -61,6 +61,7 @@
 //   [--threads T] [--keys K] [--pattern stride|balanced] [--resamples R]
 //   [--seed S] [--dump FILE] [--weighted-limit L]
 //   | --serve N | --callgrind-target T --callgrind-n N [--calls C] [--keys K]
+//   [--pattern P]
 // --dump writes every measured segment (and head) as CSV. --weighted-limit
 // sets weighted_rendezvous's maxInFlightPerBackend to L: with an L no call
 // reaches, its calls carry the same call tracker and counter as
@@ -71,10 +72,10 @@
 // waits to be killed. `--callgrind-target T --callgrind-n N [--calls C]` is
 // the client to run under valgrind --tool=callgrind --instr-atstart=no: one
 // channel per policy to T, each warmed up (Warmup, then C more calls), then
-// per policy C sequential calls (stride pattern) with instrumentation on
-// only around them (CALLGRIND_START/STOP_INSTRUMENTATION) and a dump
-// (CALLGRIND_DUMP_STATS_AT "<policy>") after each, so a dump holds exactly
-// one policy's measured calls, every thread of the client process.
+// per policy C sequential calls (stride pattern, or --pattern balanced) with
+// instrumentation on only around them (CALLGRIND_START/STOP_INSTRUMENTATION)
+// and a dump (CALLGRIND_DUMP_STATS_AT "<policy>") after each, so a dump holds
+// exactly one policy's measured calls, every thread of the client process.
 //
 // Key pattern. `stride` (the default): call i uses key (i * 7919) mod K of
 // the pool, so the rendezvous policies send consecutive calls to backends in
@@ -640,7 +641,7 @@ bool ParseOptions(int argc, char** argv, Options* o) {
           "skip)] [--ceiling-calls N] [--threads T]\n  [--keys K] "
           "[--pattern stride|balanced] [--resamples R] [--seed S] [--dump "
           "FILE]\n  [--weighted-limit L]\n  | --serve N | --callgrind-target T "
-          "--callgrind-n N [--calls C] [--keys K]\n",
+          "--callgrind-n N [--calls C] [--keys K] [--pattern P]\n",
           argv[0]);
       return false;
     }
@@ -706,7 +707,7 @@ int CallgrindClient(const Options& o) {
   for (size_t k = 0; k < o.keys; ++k) {
     pool.push_back(absl::StrCat("session-", k));
   }
-  const KeyOrder keys = StrideOrder(pool);
+  KeyOrder keys = StrideOrder(pool);
   std::array<std::unique_ptr<Client>, kPolicies> clients;
   uint64_t key_cursor = 0, failures = 0;
   for (size_t p = 0; p < kPolicies; ++p) {
@@ -714,6 +715,13 @@ int CallgrindClient(const Options& o) {
         o.callgrind_target, static_cast<Policy>(p), o.weighted_limit,
         absl::StrCat("cg-", kPolicyNames[p]));
     Warmup(*clients[p], pool, o.callgrind_n);
+  }
+  if (o.balanced) {
+    keys = BalancedOrder(*clients[kWeighted], o.callgrind_n, o.keys);
+    if (keys.keys.empty()) {
+      std::fprintf(stderr, "--pattern balanced: too few keys per backend\n");
+      return 1;
+    }
   }
   // Every policy's measured calls use the same keys in the same order.
   for (size_t p : {kRoundRobin, kWeighted, kBounded}) {
