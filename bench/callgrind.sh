@@ -36,8 +36,9 @@
 # only on the path each call takes; what can still vary is how often
 # gRPC's poller wakes up and how many events each epoll_wait returns, which
 # depend on timing. Run it twice for one n to see the spread (docs/
-# performance.md shows such a pair). ~50x slower than native: the default
-# (2000 calls, n = 3..1000) takes several minutes on a 2-core VM.
+# performance.md shows such a pair). ~50x slower than native: on a 2-core VM
+# 2000 calls take about a minute per n for n = 3, 10 and 100; n = 1000 takes
+# far longer (its warm-up connects 1000 subchannels per channel: > 10 min).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
