@@ -60,10 +60,22 @@
 //   [--head H] [--ceiling-seconds S | --ceiling-blocks B] [--ceiling-calls N]
 //   [--threads T] [--keys K] [--pattern stride|balanced] [--resamples R]
 //   [--seed S] [--dump FILE] [--weighted-limit L]
+//   | --serve N | --callgrind-target T --callgrind-n N [--calls C] [--keys K]
+//   [--pattern P]
 // --dump writes every measured segment (and head) as CSV. --weighted-limit
 // sets weighted_rendezvous's maxInFlightPerBackend to L: with an L no call
 // reaches, its calls carry the same call tracker and counter as
 // bounded_load_rendezvous's, and only the route differs between the two.
+//
+// Callgrind mode (bench/callgrind.sh runs it; see there). `--serve N` starts
+// N echo backends in this process, prints their target on one line and
+// waits to be killed. `--callgrind-target T --callgrind-n N [--calls C]` is
+// the client to run under valgrind --tool=callgrind --instr-atstart=no: one
+// channel per policy to T, each warmed up (Warmup, then C more calls), then
+// per policy C sequential calls (stride pattern, or --pattern balanced) with
+// instrumentation on only around them (CALLGRIND_START/STOP_INSTRUMENTATION)
+// and a dump (CALLGRIND_DUMP_STATS_AT "<policy>") after each, so a dump holds
+// exactly one policy's measured calls, every thread of the client process.
 //
 // Key pattern. `stride` (the default): call i uses key (i * 7919) mod K of
 // the pool, so the rendezvous policies send consecutive calls to backends in
@@ -77,6 +89,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <valgrind/callgrind.h>
 
 #include <algorithm>
 #include <array>
@@ -132,6 +145,9 @@ struct Options {
   // call reaches gives its calls the bounded policy's call tracker and
   // counter without its route: the two policies' difference then splits.
   uint64_t weighted_limit = 0;
+  size_t serve = 0;              // --serve N: backends only
+  std::string callgrind_target;  // --callgrind-target T: callgrind client
+  size_t callgrind_n = 0;        // its number of backends (for warm-up)
 };
 
 double Seconds(clockid_t clock) {
@@ -611,6 +627,12 @@ bool ParseOptions(int argc, char** argv, Options* o) {
       o->dump = v;
     } else if (arg == "--weighted-limit" && (v = value())) {
       o->weighted_limit = std::strtoull(v, nullptr, 10);
+    } else if (arg == "--serve" && (v = value())) {
+      o->serve = std::strtoull(v, nullptr, 10);
+    } else if (arg == "--callgrind-target" && (v = value())) {
+      o->callgrind_target = v;
+    } else if (arg == "--callgrind-n" && (v = value())) {
+      o->callgrind_n = std::strtoull(v, nullptr, 10);
     } else {
       std::fprintf(
           stderr,
@@ -618,7 +640,8 @@ bool ParseOptions(int argc, char** argv, Options* o) {
           "[--head H]\n  [--ceiling-seconds S | --ceiling-blocks B (-1: "
           "skip)] [--ceiling-calls N] [--threads T]\n  [--keys K] "
           "[--pattern stride|balanced] [--resamples R] [--seed S] [--dump "
-          "FILE]\n  [--weighted-limit L]\n",
+          "FILE]\n  [--weighted-limit L]\n  | --serve N | --callgrind-target T "
+          "--callgrind-n N [--calls C] [--keys K] [--pattern P]\n",
           argv[0]);
       return false;
     }
@@ -647,11 +670,86 @@ bool MoreBlocks(int b, int fixed, double seconds, double since, int group) {
   return WallSeconds() - since < seconds;
 }
 
+// --serve N: N echo backends here until killed.
+int Serve(size_t n) {
+  poise::example::BackendSet set;
+  if (absl::Status s = set.Start(n); !s.ok()) {
+    std::fprintf(stderr, "backend start failed: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::printf("%s\n", set.target().c_str());
+  std::fflush(stdout);
+  for (;;) pause();
+}
+
+// The measured calls of one policy; instrumentation is on only in here.
+__attribute__((noinline)) uint64_t MeasuredCalls(Client& client,
+                                                 const KeyOrder& keys,
+                                                 uint64_t calls,
+                                                 uint64_t* key_cursor) {
+  uint64_t failures = 0;
+  CALLGRIND_ZERO_STATS;
+  CALLGRIND_START_INSTRUMENTATION;
+  for (uint64_t i = 0; i < calls; ++i) {
+    if (!client.Call(KeyAt(keys, (*key_cursor)++))) ++failures;
+  }
+  CALLGRIND_STOP_INSTRUMENTATION;
+  return failures;
+}
+
+// The callgrind client (see the top of the file).
+int CallgrindClient(const Options& o) {
+  if (absl::Status s = poise::grpc_lb::RegisterPolicies(); !s.ok()) {
+    std::fprintf(stderr, "RegisterPolicies: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::vector<std::string> pool;
+  for (size_t k = 0; k < o.keys; ++k) {
+    pool.push_back(absl::StrCat("session-", k));
+  }
+  KeyOrder keys = StrideOrder(pool);
+  std::array<std::unique_ptr<Client>, kPolicies> clients;
+  uint64_t key_cursor = 0, failures = 0;
+  for (size_t p = 0; p < kPolicies; ++p) {
+    clients[p] = std::make_unique<Client>(
+        o.callgrind_target, static_cast<Policy>(p), o.weighted_limit,
+        absl::StrCat("cg-", kPolicyNames[p]));
+    Warmup(*clients[p], pool, o.callgrind_n);
+  }
+  if (o.balanced) {
+    keys = BalancedOrder(*clients[kWeighted], o.callgrind_n, o.keys);
+    if (keys.keys.empty()) {
+      std::fprintf(stderr, "--pattern balanced: too few keys per backend\n");
+      return 1;
+    }
+  }
+  // Every policy's measured calls use the same keys in the same order.
+  for (size_t p : {kRoundRobin, kWeighted, kBounded}) {
+    uint64_t cursor = 0;
+    for (uint64_t i = 0; i < o.calls; ++i) {
+      if (!clients[p]->Call(KeyAt(keys, cursor++))) ++failures;
+    }
+  }
+  for (size_t p : {kRoundRobin, kWeighted, kBounded}) {
+    key_cursor = 0;
+    failures += MeasuredCalls(*clients[p], keys, o.calls, &key_cursor);
+    CALLGRIND_DUMP_STATS_AT(kPolicyNames[p]);
+  }
+  std::printf(
+      "callgrind client: n=%zu, %llu measured calls per policy, "
+      "failed calls: %llu\n",
+      o.callgrind_n, static_cast<unsigned long long>(o.calls),
+      static_cast<unsigned long long>(failures));
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options options;
   if (!ParseOptions(argc, argv, &options)) return 2;
+  if (options.serve > 0) return Serve(options.serve);
+  if (!options.callgrind_target.empty()) return CallgrindClient(options);
   const double start_wall = WallSeconds();
 
   Servers servers;
