@@ -222,18 +222,23 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
   const Clock::time_point update = Clock::now();
   resolver.Set(set, kOld + 1);
 
-  // The new backend's effective weight, polled: first below full (ramping),
-  // then full at scale 1 (the ramp over).
+  // The new backend's effective weight, polled: first ramping (scale > 1
+  // only while some backend ramps), then full at scale 1 (the ramp over).
   const std::string new_identity = set.backend(kNew).address();
   bool saw_ramp = false;
   uint64_t first_ramp_weight = 0;
+  Clock::time_point ramp_seen = Clock::time_point::max();
   ASSERT_TRUE(WaitFor(
       [&] {
         const ChannelStats stats = StatsFor(label);
         const BackendStats* b = Find(stats, new_identity);
         if (b == nullptr || b->weight == 0) return false;
-        if (b->effective_weight < b->weight * b->weight_scale) {
-          if (!saw_ramp) first_ramp_weight = b->effective_weight;
+        if (b->weight_scale > 1 &&
+            b->effective_weight < b->weight * b->weight_scale) {
+          if (!saw_ramp) {
+            first_ramp_weight = b->effective_weight;
+            ramp_seen = Clock::now();
+          }
           saw_ramp = true;
           return false;
         }
@@ -242,9 +247,12 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
       std::chrono::seconds(20), std::chrono::milliseconds(5)))
       << "the new backend never ramped to its full weight";
   const Clock::time_point ramp_done = Clock::now();
+  // At least minWeightPercent of weight 1 at scale 1024 from the start.
+  EXPECT_GE(first_ramp_weight, 102u);
   // Keep the load on a bit after: every key called again from the final
-  // picker (a margin over publishing the stats before the picker).
-  const Clock::time_point settled = ramp_done + std::chrono::milliseconds(50);
+  // picker (the policy publishes the stats just before the picker; the
+  // margin covers a preempted work serializer).
+  const Clock::time_point settled = ramp_done + std::chrono::milliseconds(200);
   ASSERT_TRUE(WaitFor([&] { return load.EveryKeyCalledAfter(settled); }));
   load.Join();
   EXPECT_EQ(load.failures(), 0);
@@ -263,7 +271,12 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
   }
   ASSERT_NE(first_new, Clock::time_point::max());
   EXPECT_GT(first_new, update);
-  const auto first_quarter_end = first_new + kWindow / 4;
+  // The ramp's start is before both the first call the new backend served
+  // and the first poll that saw it ramping: the earlier of the two starts
+  // the first quarter of the window (so a stall of the client threads or of
+  // the poller alone does not move it later into the ramp).
+  const Clock::time_point quarter_start = std::min(first_new, ramp_seen);
+  const auto first_quarter_end = quarter_start + kWindow / 4;
 
   int moved_keys = 0;
   int old_owner_after_first_new = 0;  // calls of moving keys, see (4)
@@ -298,7 +311,7 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
       if (final_owner[k] == kNew && b != kNew && o.start > first_new_end) {
         ++old_owner_after_first_new;
       }
-      if (o.start >= first_new && o.start < first_quarter_end) {
+      if (o.start >= quarter_start && o.start < first_quarter_end) {
         ++quarter_calls;
         if (b == kNew) ++quarter_new;
       }
