@@ -29,14 +29,7 @@ namespace {
 
 using grpc_core::Json;
 
-absl::Status ParseConfig(const std::string& json) {
-  auto parsed = Json::Parse(json);
-  if (!parsed.ok()) return parsed.status();
-  return grpc_core::CoreConfiguration::Get()
-      .lb_policy_registry()
-      .ParseLoadBalancingConfig(*parsed)
-      .status();
-}
+using test_support::ParseConfig;
 
 // ---------------------------------------------------------------------------
 // Config

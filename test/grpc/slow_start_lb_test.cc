@@ -20,16 +20,8 @@
 namespace poise::grpc_lb {
 namespace {
 
-using grpc_core::Json;
 
-absl::Status ParseConfig(const std::string& json) {
-  auto parsed = Json::Parse(json);
-  if (!parsed.ok()) return parsed.status();
-  return grpc_core::CoreConfiguration::Get()
-      .lb_policy_registry()
-      .ParseLoadBalancingConfig(*parsed)
-      .status();
-}
+using test_support::ParseConfig;
 
 std::string WithSlowStart(const char* policy, const std::string& slow) {
   return absl::StrCat(R"([{")", policy, R"(":{"hashHeader":"k","slowStart":)",

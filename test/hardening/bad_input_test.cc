@@ -35,14 +35,10 @@ using test_support::TotalInFlight;
 using test_support::WaitFor;
 using test_support::WarmUp;
 
+// `body` as the config object of `policy`.
 absl::Status ParseConfig(const std::string& policy, const std::string& body) {
-  auto parsed =
-      Json::Parse(absl::StrCat(R"([{")", policy, R"(":)", body, "}]"));
-  if (!parsed.ok()) return parsed.status();
-  return grpc_core::CoreConfiguration::Get()
-      .lb_policy_registry()
-      .ParseLoadBalancingConfig(*parsed)
-      .status();
+  return test_support::ParseConfig(
+      absl::StrCat(R"([{")", policy, R"(":)", body, "}]"));
 }
 
 // The exact "[field:X error:...]" entry for the field, or "" if absent.

@@ -27,6 +27,17 @@
 
 namespace poise::test_support {
 
+// Parses a loadBalancingConfig list (`[{"<policy>": {...}}]`) as a channel's
+// service-config parse does and returns its status: the policies' messages.
+inline absl::Status ParseConfig(const std::string& json) {
+  auto parsed = grpc_core::Json::Parse(json);
+  if (!parsed.ok()) return parsed.status();
+  return grpc_core::CoreConfiguration::Get()
+      .lb_policy_registry()
+      .ParseLoadBalancingConfig(*parsed)
+      .status();
+}
+
 class PolicyFixture : public grpc_core::testing::LoadBalancingPolicyTest {
  protected:
   using ChannelArgs = grpc_core::ChannelArgs;
