@@ -20,7 +20,6 @@
 namespace poise::grpc_lb {
 namespace {
 
-
 using test_support::ParseConfig;
 
 std::string WithSlowStart(const char* policy, const std::string& slow) {
