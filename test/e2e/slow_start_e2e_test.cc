@@ -24,6 +24,7 @@
 #include "src/core/lib/iomgr/exec_ctx.h"
 #include "src/core/lib/resolver/server_address.h"
 #include "test/support/e2e_harness.h"
+#include "test/support/fake_resolved.h"
 
 namespace poise::grpc_lb {
 namespace {
@@ -46,38 +47,7 @@ constexpr size_t kNew = 4;
 constexpr int kKeys = 400;
 constexpr int kThreads = 8;  // thread t calls the keys k with k % kThreads == t
 
-// The fake resolver: the test decides the address list, and changes it.
-class FakeResolved {
- public:
-  FakeResolved()
-      : generator_(grpc_core::MakeRefCounted<
-                   grpc_core::FakeResolverResponseGenerator>()) {}
-
-  grpc::ChannelArguments Args() {
-    grpc::ChannelArguments args;
-    args.SetPointerWithVtable(
-        GRPC_ARG_FAKE_RESOLVER_RESPONSE_GENERATOR, generator_.get(),
-        &grpc_core::FakeResolverResponseGenerator::kChannelArgPointerVtable);
-    return args;
-  }
-
-  void Set(const BackendSet& set, size_t count) {
-    grpc_core::ExecCtx exec_ctx;
-    grpc_core::Resolver::Result result;
-    grpc_core::ServerAddressList addresses;
-    for (size_t i = 0; i < count; ++i) {
-      grpc_resolved_address address;
-      GPR_ASSERT(
-          grpc_parse_ipv4_hostport(set.backend(i).address(), &address, true));
-      addresses.emplace_back(address, grpc_core::ChannelArgs());
-    }
-    result.addresses = std::move(addresses);
-    generator_->SetResponse(std::move(result));
-  }
-
- private:
-  grpc_core::RefCountedPtr<grpc_core::FakeResolverResponseGenerator> generator_;
-};
+using test_support::FakeResolved;
 
 // The owner by the contract among backends 0..count-1 (identities = address
 // texts, weight 1).
@@ -186,7 +156,7 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
                R"("slowStart":{"window":"1.5s","minWeightPercent":10})");
   ASSERT_TRUE(ValidateServiceConfig(config).ok());
   Client client("fake:///poise-slow-start", config, label, resolver.Args());
-  resolver.Set(set, kOld);
+  resolver.SetFirst(set, kOld);
 
   std::vector<std::string> keys;
   std::vector<size_t> old_owner(kKeys);
@@ -220,7 +190,7 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
   Load load(&client, &set, &keys);
   ASSERT_TRUE(WaitFor([&] { return load.calls() >= 2 * kKeys; }));
   const Clock::time_point update = Clock::now();
-  resolver.Set(set, kOld + 1);
+  resolver.SetFirst(set, kOld + 1);
 
   // The new backend's effective weight, polled: first ramping (scale > 1
   // only while some backend ramps), then full at scale 1 (the ramp over).

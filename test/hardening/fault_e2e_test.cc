@@ -26,6 +26,7 @@
 #include "src/core/lib/iomgr/exec_ctx.h"
 #include "src/core/lib/resolver/server_address.h"
 #include "test/support/e2e_harness.h"
+#include "test/support/fake_resolved.h"
 
 namespace poise::hardening {
 namespace {
@@ -297,38 +298,7 @@ TEST(FaultE2E, ClientCancellationsMidCall) {
   ExpectKeysAtOwners(c, set, keys);
 }
 
-// The fake resolver: the test decides the address list, and changes it.
-class FakeResolved {
- public:
-  FakeResolved()
-      : generator_(grpc_core::MakeRefCounted<
-                   grpc_core::FakeResolverResponseGenerator>()) {}
-
-  grpc::ChannelArguments Args() {
-    grpc::ChannelArguments args;
-    args.SetPointerWithVtable(
-        GRPC_ARG_FAKE_RESOLVER_RESPONSE_GENERATOR, generator_.get(),
-        &grpc_core::FakeResolverResponseGenerator::kChannelArgPointerVtable);
-    return args;
-  }
-
-  void Set(const example::BackendSet& set, const std::vector<size_t>& which) {
-    grpc_core::ExecCtx exec_ctx;
-    grpc_core::Resolver::Result result;
-    grpc_core::ServerAddressList addresses;
-    for (size_t i : which) {
-      grpc_resolved_address address;
-      GPR_ASSERT(
-          grpc_parse_ipv4_hostport(set.backend(i).address(), &address, true));
-      addresses.emplace_back(address, grpc_core::ChannelArgs());
-    }
-    result.addresses = std::move(addresses);
-    generator_->SetResponse(std::move(result));
-  }
-
- private:
-  grpc_core::RefCountedPtr<grpc_core::FakeResolverResponseGenerator> generator_;
-};
+using test_support::FakeResolved;
 
 std::string OwnerAmong(const example::BackendSet& set,
                        const std::vector<size_t>& which,
