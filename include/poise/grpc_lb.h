@@ -83,8 +83,10 @@ struct BackendStats {
   // slowStart ramps the backend up (then the exact integer the picker uses,
   // so poise-explain can replay a decision with it).
   uint64_t effective_weight = 0;
-  uint64_t weight_scale = 1;    // 1 unless some backend is ramping
-  uint64_t in_flight = 0;       // calls started and not finished
+  uint64_t weight_scale = 1;  // 1 unless some backend is ramping
+  // Calls started and not finished, in the channel's load scope: its own
+  // (loadScope CHANNEL) or every channel's of the scope (PROCESS).
+  uint64_t in_flight = 0;
   uint64_t peak_in_flight = 0;  // highest in_flight since the counter existed
   uint64_t picks = 0;           // calls routed here
   uint64_t spilled_in = 0;      // of those, calls whose key's owner was full
@@ -102,6 +104,10 @@ struct ChannelStats {
   // Completed picks of configured retries (the call's attempt 2 and later,
   // told by gRPC's grpc-previous-rpc-attempts; also counted in picks).
   uint64_t retries = 0;
+  // "CHANNEL" or "PROCESS" (the config's loadScope), and every call in flight
+  // in that scope, to any backend: the L of the bounds.
+  std::string load_scope;
+  uint64_t scope_in_flight = 0;
   std::vector<BackendStats> backends;  // the current address list, in order
 };
 

@@ -3,7 +3,8 @@
 // A counter is shared (std::shared_ptr) by every picker generation that knows
 // its backend and by every call still holding a guard on it, so a call that
 // finishes after its backend left the address list still releases into the
-// right counter and no one else's.
+// right counter and no one else's. A counter may also count into a total (the
+// calls in flight of every backend of a group), kept in step with it.
 #ifndef POISE_IN_FLIGHT_H_
 #define POISE_IN_FLIGHT_H_
 
@@ -14,13 +15,22 @@
 
 namespace poise {
 
-// Padded to a cache line so neighbouring backends' counters do not contend.
-class alignas(64) InFlightCounter final {
+// Not padded to a cache line: a process may hold one per backend per channel
+// (100 channels to 1,000 backends: 100,000 of them), and two neighbours share
+// a line only when calls to both finish at the same instant.
+class InFlightCounter final {
  public:
   static constexpr uint64_t kNoLimit = 0;
 
   // `limit` is the hard maximum of concurrent requests; kNoLimit for none.
-  explicit InFlightCounter(uint64_t limit = kNoLimit) : limit_(limit) {}
+  // With `total`, every slot taken or given back here is also counted there
+  // (unlimited); `total` must outlive this counter. The two are updated one
+  // after the other, so a reader may see the total below the sum of its
+  // counters for a moment (never above: it is raised after and lowered
+  // before them).
+  explicit InFlightCounter(uint64_t limit = kNoLimit,
+                           InFlightCounter* total = nullptr)
+      : limit_(limit), total_(total) {}
   InFlightCounter(const InFlightCounter&) = delete;
   InFlightCounter& operator=(const InFlightCounter&) = delete;
 
@@ -47,6 +57,7 @@ class alignas(64) InFlightCounter final {
                                              std::memory_order_relaxed));
       now = current + 1;
     }
+    if (total_ != nullptr) total_->TryAcquireWithin(kNoLimit);
     uint64_t peak = peak_.load(std::memory_order_relaxed);
     while (now > peak &&
            !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
@@ -55,12 +66,16 @@ class alignas(64) InFlightCounter final {
   }
 
   // Gives back a slot taken by TryAcquire. Prefer InFlightGuard.
-  void Release() { count_.fetch_sub(1, std::memory_order_relaxed); }
+  void Release() {
+    if (total_ != nullptr) total_->Release();
+    count_.fetch_sub(1, std::memory_order_relaxed);
+  }
 
  private:
   std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> peak_{0};
   const uint64_t limit_;
+  InFlightCounter* const total_;
 };
 
 // Holds one acquired slot and gives it back exactly once: on Release(), on

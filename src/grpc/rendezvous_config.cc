@@ -147,6 +147,7 @@ struct JsonConfig {
   absl::optional<uint64_t> max_in_flight_per_backend;
   absl::optional<std::string> retry_routing;
   absl::optional<JsonSlowStart> slow_start;
+  absl::optional<std::string> load_scope;
 
   router::Config config;  // the result, made by JsonPostLoad
 
@@ -164,6 +165,7 @@ struct JsonConfig {
                            &JsonConfig::max_in_flight_per_backend)
             .OptionalField("retryRouting", &JsonConfig::retry_routing)
             .OptionalField("slowStart", &JsonConfig::slow_start)
+            .OptionalField("loadScope", &JsonConfig::load_scope)
             .Finish();
     return loader;
   }
@@ -178,18 +180,19 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
     RejectUnknownFields(
         json,
         {"hashHeader", "balanceFactorPercent", "endpoints", "defaultWeight",
-         "missingKey", "maxInFlightPerBackend", "retryRouting", "slowStart"},
+         "missingKey", "maxInFlightPerBackend", "retryRouting", "slowStart",
+         "loadScope"},
         "hashHeader, balanceFactorPercent, endpoints, "
         "defaultWeight, missingKey, maxInFlightPerBackend, retryRouting, "
-        "slowStart",
+        "slowStart, loadScope",
         errors);
   } else {
     RejectUnknownFields(
         json,
         {"hashHeader", "endpoints", "defaultWeight", "missingKey",
-         "maxInFlightPerBackend", "retryRouting", "slowStart"},
+         "maxInFlightPerBackend", "retryRouting", "slowStart", "loadScope"},
         "hashHeader, endpoints, defaultWeight, missingKey, "
-        "maxInFlightPerBackend, retryRouting, slowStart; "
+        "maxInFlightPerBackend, retryRouting, slowStart, loadScope; "
         "balanceFactorPercent belongs to "
         "bounded_load_rendezvous",
         errors);
@@ -231,6 +234,16 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
     }
   }
   if (slow_start.has_value()) config.slow_start = slow_start->ToConfig();
+  if (load_scope.has_value()) {
+    const std::optional<router::LoadScopeKind> scope =
+        router::ParseLoadScope(*load_scope);
+    if (scope.has_value()) {
+      config.load_scope = *scope;
+    } else {
+      ValidationErrors::ScopedField field(errors, ".loadScope");
+      errors->AddError(router::kLoadScopeRule);
+    }
+  }
   AddRuleErrors(router::NormalizeAndValidate(config), errors);
 }
 

@@ -166,6 +166,8 @@ class RendezvousLb final : public LoadBalancingPolicy {
   std::vector<uint32_t> EffectiveWeightsLocked();
 
   const bool bounded_;
+  // loadScope PROCESS counts with every channel of this name.
+  std::string scope_name_;
   std::shared_ptr<router::PolicyStats> stats_;
   RefCountedPtr<RendezvousLbConfig> config_;
   ChannelArgs args_;
@@ -228,6 +230,7 @@ RendezvousLb::RendezvousLb(Args args, bool bounded)
   if (label.empty()) {
     label = std::string(channel_args().GetString(kServerUriArg).value_or(""));
   }
+  scope_name_ = label;
   stats_ = std::make_shared<router::PolicyStats>(
       std::move(label), std::string(name().data(), name().size()));
   router::RegisterPolicyStats(stats_);
@@ -319,6 +322,8 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
     backends_.back()->index = backends_.size() - 1;
     return true;
   };
+  set_.SetLoadScope(router::ScopeFor(config_->config()->load_scope, scope_name_,
+                                     set_.load_scope()));
   const router::BackendSet::UpdateReport report =
       set_.Update(entries, *config_->config(), admit);
   for (auto& gone : previous) {

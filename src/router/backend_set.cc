@@ -7,12 +7,24 @@
 
 namespace poise::router {
 
-BackendSet::BackendSet() : list_(std::make_shared<const BackendList>()) {}
+namespace {
 
-void BackendSet::Clear() {
-  list_ = std::make_shared<const BackendList>();
-  ForgetUnusedCells();
+std::shared_ptr<const BackendList> EmptyList(std::shared_ptr<LoadScope> scope) {
+  auto list = std::make_shared<BackendList>();
+  list->scope = std::move(scope);
+  return list;
 }
+
+}  // namespace
+
+BackendSet::BackendSet()
+    : list_(EmptyList(LoadScope::Create())), scope_(list_->scope) {}
+
+void BackendSet::SetLoadScope(std::shared_ptr<LoadScope> scope) {
+  scope_ = std::move(scope);
+}
+
+void BackendSet::Clear() { list_ = EmptyList(scope_); }
 
 BackendSet::UpdateReport BackendSet::Update(
     const std::vector<ResolverEntry>& entries, const Config& config) {
@@ -32,12 +44,19 @@ BackendSet::UpdateReport BackendSet::Update(
   }
   std::shared_ptr<const BackendList> previous = list_;
   absl::flat_hash_map<std::string_view, size_t> previous_index;
+  // Cells carry over by identity, within one scope.
+  absl::flat_hash_map<std::string_view, size_t> previous_cells;
+  const bool same_scope = previous->scope == scope_;
   previous_index.reserve(previous->backends.size());
+  if (same_scope) previous_cells.reserve(previous->backends.size());
   for (size_t i = 0; i < previous->backends.size(); ++i) {
-    previous_index.emplace(previous->backends[i].address, i);
+    const Backend& b = previous->backends[i];
+    previous_index.emplace(b.address, i);
+    if (same_scope) previous_cells.emplace(b.identity, i);
   }
 
   auto next = std::make_shared<BackendList>();
+  next->scope = scope_;
   next->backends.reserve(entries.size());
   absl::flat_hash_set<std::string_view> addresses;
   absl::flat_hash_set<std::string_view> identities;
@@ -82,7 +101,11 @@ BackendSet::UpdateReport BackendSet::Update(
     addresses.insert(entry.address);
     identities.insert(identity);
     std::string id(identity);
-    std::shared_ptr<BackendCell> cell = CellFor(id);
+    const auto kept = previous_cells.find(identity);
+    std::shared_ptr<BackendCell> cell =
+        kept != previous_cells.end()
+            ? previous->backends[kept->second].cell
+            : std::make_shared<BackendCell>(scope_->CounterFor(identity));
     next->backends.push_back(
         Backend{entry.address, std::move(id), weight, std::move(cell)});
   }
@@ -103,29 +126,7 @@ BackendSet::UpdateReport BackendSet::Update(
     report.table_rebuilt = true;
   }
   list_ = std::move(next);
-  previous.reset();  // its cells may be the last holders
-  ForgetUnusedCells();
   return report;
-}
-
-std::shared_ptr<BackendCell> BackendSet::CellFor(const std::string& identity) {
-  std::weak_ptr<BackendCell>& slot = cells_[identity];
-  std::shared_ptr<BackendCell> cell = slot.lock();
-  if (cell == nullptr) {
-    cell = std::make_shared<BackendCell>();
-    slot = cell;
-  }
-  return cell;
-}
-
-void BackendSet::ForgetUnusedCells() {
-  for (auto it = cells_.begin(); it != cells_.end();) {
-    if (it->second.expired()) {
-      cells_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
 }
 
 }  // namespace poise::router

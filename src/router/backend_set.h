@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -16,14 +17,20 @@
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
 #include "src/router/config.h"
+#include "src/router/load_scope.h"
 
 namespace poise::router {
 
-// Per-backend-identity state shared by the backend set, every picker
-// generation and every call still in flight to it, so a call that outlives
-// its backend's removal still releases into the right counter.
+// Per-backend-identity state of one channel, shared by the backend set, every
+// picker generation and every call still in flight to it, so a call that
+// outlives its backend's removal still releases into the right counter.
 struct BackendCell {
-  InFlightCounter in_flight;  // first: it is cache-line aligned
+  explicit BackendCell(std::shared_ptr<InFlightCounter> counter)
+      : in_flight(std::move(counter)) {}
+  // The identity's calls in flight in the channel's load scope: this
+  // channel's alone (loadScope CHANNEL) or every channel's of the scope.
+  const std::shared_ptr<InFlightCounter> in_flight;
+  // This channel's picks of the backend.
   std::atomic<uint64_t> picks{0};
   std::atomic<uint64_t> spilled_in{0};
   std::atomic<uint64_t> retried_in{0};
@@ -50,6 +57,8 @@ struct BackendList {
   std::vector<Backend> backends;  // resolver order
   // The backends' identities hashed ahead, in order; null when empty.
   std::shared_ptr<const IdentityTable> table;
+  // Where the backends' calls in flight count (never null).
+  std::shared_ptr<LoadScope> scope;
 };
 
 // The current backend list and the cells of the identities it has known.
@@ -65,9 +74,11 @@ struct BackendList {
 //      entry's weight attribute (when above 0), else defaultWeight.
 // Each step is a hash-map lookup: an update is linear in the entries.
 //
-// Cells are keyed by identity and outlive the list: an identity that leaves
-// and returns while its calls are in flight (a picker or a call still holds
-// its cell) gets the same cell back. The IdentityTable is kept when an
+// A listed identity keeps its cell (its statistics) across updates; one that
+// leaves and returns starts a new cell. The cell's in-flight counter comes
+// from the set's LoadScope, which finds it by identity while anyone holds it:
+// an identity that returns while its calls are in flight gets the same
+// counter back. The IdentityTable is kept when an
 // update lists the same identities in the same order (a re-resolution),
 // because building it costs 0.5-1.3 us per backend.
 //
@@ -93,7 +104,14 @@ class BackendSet final {
     bool table_rebuilt = false;       // false: the previous table was kept
   };
 
+  // Counts calls in flight in a scope of its own until SetLoadScope().
   BackendSet();
+
+  // Counts the calls of the backends listed from the next Update() on in
+  // `scope`. A different scope starts every backend's cell again (calls in
+  // flight still release into their old counters).
+  void SetLoadScope(std::shared_ptr<LoadScope> scope);
+  const std::shared_ptr<LoadScope>& load_scope() const { return scope_; }
 
   // Replaces the list with `entries` resolved by `config` (validated).
   // `admit` is called once per backend to be listed, in list order, so a
@@ -115,13 +133,8 @@ class BackendSet final {
   bool empty() const { return list_->backends.empty(); }
 
  private:
-  // The cell of `identity`: the live one if any holder remains, else new.
-  std::shared_ptr<BackendCell> CellFor(const std::string& identity);
-  // Forgets the cells nobody holds any more.
-  void ForgetUnusedCells();
-
   std::shared_ptr<const BackendList> list_;
-  absl::flat_hash_map<std::string, std::weak_ptr<BackendCell>> cells_;
+  std::shared_ptr<LoadScope> scope_;
 };
 
 }  // namespace poise::router

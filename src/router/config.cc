@@ -175,6 +175,12 @@ std::optional<RetryRouting> ParseRetryRouting(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<LoadScopeKind> ParseLoadScope(std::string_view name) {
+  if (name == "CHANNEL") return LoadScopeKind::kChannel;
+  if (name == "PROCESS") return LoadScopeKind::kProcess;
+  return std::nullopt;
+}
+
 std::optional<std::string> NormalizeAddress(std::string_view text) {
   // gRPC's parsers read the host as a C string; a NUL would cut it short.
   if (text.empty() || text.find('\0') != std::string_view::npos) {

@@ -40,6 +40,19 @@ std::optional<RetryRouting> ParseRetryRouting(std::string_view name);
 inline constexpr char kRetryRoutingRule[] =
     R"(must be "NEXT_CHOICE" or "SAME_OWNER")";
 
+// Which calls in flight the bounds and maxInFlightPerBackend count
+// (src/router/load_scope.h).
+enum class LoadScopeKind : uint8_t {
+  kChannel,  // the channel's own calls
+  kProcess,  // the calls of every channel in the process of the same scope
+             // name: the stats label if set, else the target
+};
+
+// The config's spelling ("CHANNEL", "PROCESS"); nullopt otherwise.
+std::optional<LoadScopeKind> ParseLoadScope(std::string_view name);
+// The rule a spelling ParseLoadScope refuses breaks, for "loadScope".
+inline constexpr char kLoadScopeRule[] = R"(must be "CHANNEL" or "PROCESS")";
+
 // One endpoints[] entry: settings for the resolved address it names.
 struct EndpointConfig {
   std::string address;  // normalised by NormalizeAndValidate (NormalizeAddress)
@@ -75,6 +88,7 @@ struct Config {
   std::optional<uint64_t> max_in_flight_per_backend;  // nullopt: no limit
   RetryRouting retry_routing = RetryRouting::kNextChoice;
   std::optional<SlowStartConfig> slow_start;  // nullopt: off
+  LoadScopeKind load_scope = LoadScopeKind::kChannel;
 
   // Whether calls hold an in-flight slot: the bounded policy reads the loads,
   // a hard limit counts against them.
@@ -109,8 +123,9 @@ struct ConfigError {
 //   6. endpoints' addresses unique, and their identities (the address when
 //      none is given) unique;
 //   7. slowStart.window in (0, 1 h]; slowStart.minWeightPercent in 1..100.
-// missingKey and retryRouting have no rule here: their spellings are
-// checked where they are read (ParseMissingKey, ParseRetryRouting).
+// missingKey, retryRouting and loadScope have no rule here: their spellings are
+// checked where they are read (ParseMissingKey, ParseRetryRouting,
+// ParseLoadScope).
 std::vector<ConfigError> NormalizeAndValidate(Config& config);
 
 // The text gRPC prints for a resolved IP address (grpc_sockaddr_to_string

@@ -76,7 +76,7 @@ Picker::Picker(std::shared_ptr<const Config> config,
     const bool pending =
         i >= states.size() || states[i].routing == RoutingState::kPending;
     entries_.push_back(Entry{list_->backends[i].cell, pending});
-    counters_.push_back(&list_->backends[i].cell->in_flight);
+    counters_.push_back(list_->backends[i].cell->in_flight.get());
     any_pending_ |= pending;
   }
 }

@@ -142,9 +142,7 @@ class Picker final {
   // The guard keeps the counter alive.
   InFlightGuard TryAcquire(size_t index) const {
     const Entry& entry = entries_[index];
-    return InFlightGuard::TryAcquireWithin(
-        std::shared_ptr<InFlightCounter>(entry.cell, &entry.cell->in_flight),
-        limit_);
+    return InFlightGuard::TryAcquireWithin(entry.cell->in_flight, limit_);
   }
   // The cold paths.
   POISE_COLD PickOutcome PickWithoutKey() const;

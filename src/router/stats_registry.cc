@@ -38,6 +38,8 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
   const bool has_effective =
       backends != nullptr && effective.size() == backends->backends.size();
   if (backends == nullptr) return out;
+  out.load_scope = backends->scope->named() ? "PROCESS" : "CHANNEL";
+  out.scope_in_flight = backends->scope->total().Load();
   out.backends.reserve(backends->backends.size());
   for (size_t i = 0; i < backends->backends.size(); ++i) {
     const Backend& b = backends->backends[i];
@@ -47,8 +49,8 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
     s.weight = b.weight;
     s.effective_weight = has_effective ? effective[i] : b.weight;
     s.weight_scale = has_effective ? scale : 1;
-    s.in_flight = b.cell->in_flight.Load();
-    s.peak_in_flight = b.cell->in_flight.Peak();
+    s.in_flight = b.cell->in_flight->Load();
+    s.peak_in_flight = b.cell->in_flight->Peak();
     s.picks = b.cell->picks.load(std::memory_order_relaxed);
     s.spilled_in = b.cell->spilled_in.load(std::memory_order_relaxed);
     s.retried_in = b.cell->retried_in.load(std::memory_order_relaxed);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -83,9 +84,44 @@ TEST(InFlight, LimitHoldsUnderConcurrentThreads) {
   EXPECT_EQ(counter->Load(), 0u);
 }
 
-TEST(InFlight, CountersSitOnSeparateCacheLines) {
-  EXPECT_GE(alignof(InFlightCounter), 64u);
-  EXPECT_GE(sizeof(InFlightCounter), 64u);
+TEST(InFlight, CountersCountIntoTheirTotal) {
+  InFlightCounter total;
+  InFlightCounter a(InFlightCounter::kNoLimit, &total);
+  InFlightCounter b(1, &total);
+  ASSERT_TRUE(a.TryAcquire());
+  ASSERT_TRUE(a.TryAcquire());
+  ASSERT_TRUE(b.TryAcquire());
+  EXPECT_FALSE(b.TryAcquire());  // refused at the limit: the total unchanged
+  EXPECT_EQ(total.Load(), 3u);
+  a.Release();
+  EXPECT_EQ(total.Load(), 2u);
+  b.Release();
+  a.Release();
+  EXPECT_EQ(total.Load(), 0u);
+  EXPECT_EQ(total.Peak(), 3u);
+}
+
+TEST(InFlight, TotalMatchesItsCountersUnderConcurrency) {
+  InFlightCounter total;
+  std::vector<std::unique_ptr<InFlightCounter>> counters;
+  for (int i = 0; i < 4; ++i) {
+    counters.push_back(std::make_unique<InFlightCounter>(2, &total));
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t]() {
+      for (int k = 0; k < 20000; ++k) {
+        InFlightCounter& c = *counters[static_cast<size_t>((t + k) % 4)];
+        if (c.TryAcquire()) {
+          EXPECT_LE(total.Load(), 8u);  // never above the counters' limits
+          c.Release();
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(total.Load(), 0u);
+  for (const auto& c : counters) EXPECT_EQ(c->Load(), 0u);
 }
 
 }  // namespace

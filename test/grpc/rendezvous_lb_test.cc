@@ -52,7 +52,7 @@ TEST(RendezvousConfig, ExactMessages) {
       "errors validating weighted_rendezvous LB policy config: "
       "[field:balanceFactorPercent error:unknown field (known: hashHeader, "
       "endpoints, defaultWeight, missingKey, maxInFlightPerBackend, "
-      "retryRouting, slowStart; "
+      "retryRouting, slowStart, loadScope; "
       "balanceFactorPercent belongs to bounded_load_rendezvous)]");
 }
 
@@ -73,6 +73,10 @@ TEST(RendezvousConfig, EachRuleNamesItsField) {
        R"(field:missingKey error:must be "RANDOM" or "FAIL")"},
       {R"({"hashHeader":"k","retryRouting":"NEXT"})",
        R"(field:retryRouting error:must be "NEXT_CHOICE" or "SAME_OWNER")"},
+      {R"({"hashHeader":"k","loadScope":"GLOBAL"})",
+       R"(field:loadScope error:must be "CHANNEL" or "PROCESS")"},
+      {R"({"hashHeader":"k","loadScope":1})",
+       "field:loadScope error:is not a string"},
       {R"({"hashHeader":"k","maxInFlightPerBackend":0})",
        "field:maxInFlightPerBackend error:must be at least 1"},
       {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","weight":0}]})",

@@ -119,21 +119,58 @@ TEST(BackendSet, EveryBackendHasItsOwnCell) {
   EXPECT_NE(set.backends()[1].cell, set.backends()[2].cell);
 }
 
-TEST(BackendSet, AnIdentityThatLeavesAndReturnsWhileHeldKeepsItsCell) {
+TEST(BackendSet, AnIdentityThatLeavesAndReturnsWhileInFlightKeepsItsCounter) {
   BackendSet set;
   set.Update(Entries(3), ValidConfig());
-  const std::shared_ptr<BackendCell> cell = set.backends()[1].cell;
-  InFlightGuard call = InFlightGuard::TryAcquire(
-      std::shared_ptr<InFlightCounter>(cell, &cell->in_flight));
+  const InFlightCounter* counter = set.backends()[1].cell->in_flight.get();
+  InFlightGuard call =
+      InFlightGuard::TryAcquire(set.backends()[1].cell->in_flight);
   ASSERT_TRUE(call.held());
-  // Gone from the list, held only by the call (and this test).
+  // Gone from the list, its counter held only by the call.
   set.Update({Entry(AddressOf(0)), Entry(AddressOf(2))}, ValidConfig());
   ASSERT_EQ(set.size(), 2u);
+  EXPECT_EQ(set.load_scope()->live_counters(), 3u);
   set.Update(Entries(3), ValidConfig());
-  EXPECT_EQ(set.backends()[1].cell, cell);
-  EXPECT_EQ(set.backends()[1].cell->in_flight.Load(), 1u);
+  EXPECT_EQ(set.backends()[1].cell->in_flight.get(), counter);
+  EXPECT_EQ(set.backends()[1].cell->in_flight->Load(), 1u);
+  EXPECT_EQ(set.load_scope()->total().Load(), 1u);
   call.Release();
-  EXPECT_EQ(cell->in_flight.Load(), 0u);
+  EXPECT_EQ(counter->Load(), 0u);
+  EXPECT_EQ(set.load_scope()->total().Load(), 0u);
+}
+
+TEST(BackendSet, AListedIdentityKeepsItsCellAcrossUpdates) {
+  BackendSet set;
+  set.Update(Entries(3), ValidConfig());
+  const std::shared_ptr<BackendCell> cell = set.backends()[2].cell;
+  set.Update({Entry(AddressOf(2)), Entry(AddressOf(0))}, ValidConfig());
+  EXPECT_EQ(set.backends()[0].cell, cell);
+}
+
+TEST(BackendSet, SetsInOneNamedScopeShareCountersAndTotal) {
+  std::vector<BackendSet> sets(3);
+  for (BackendSet& set : sets) {
+    set.SetLoadScope(LoadScope::Named("backend-set-test-shared"));
+    set.Update(Entries(2), ValidConfig());
+  }
+  InFlightGuard a =
+      InFlightGuard::TryAcquire(sets[0].backends()[1].cell->in_flight);
+  InFlightGuard b =
+      InFlightGuard::TryAcquire(sets[2].backends()[1].cell->in_flight);
+  InFlightGuard c =
+      InFlightGuard::TryAcquire(sets[1].backends()[0].cell->in_flight);
+  EXPECT_EQ(sets[1].backends()[1].cell->in_flight->Load(), 2u);
+  EXPECT_EQ(sets[1].load_scope()->total().Load(), 3u);
+  EXPECT_NE(sets[0].backends()[1].cell, sets[2].backends()[1].cell);  // stats
+  // A set of its own scope counts apart.
+  BackendSet alone;
+  alone.Update(Entries(2), ValidConfig());
+  EXPECT_EQ(alone.backends()[1].cell->in_flight->Load(), 0u);
+  EXPECT_EQ(alone.load_scope()->total().Load(), 0u);
+  a.Release();
+  b.Release();
+  c.Release();
+  EXPECT_EQ(sets[0].load_scope()->total().Load(), 0u);
 }
 
 TEST(BackendSet, AnIdentityThatReturnsAfterItsCallsEndedStartsAfresh) {

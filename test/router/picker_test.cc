@@ -88,7 +88,7 @@ class PickerTest : public ::testing::Test {
     }
   }
   uint64_t InFlight(size_t backend) const {
-    return set_.backends()[backend].cell->in_flight.Load();
+    return set_.backends()[backend].cell->in_flight->Load();
   }
 
   std::shared_ptr<const Config> config_;
@@ -303,7 +303,7 @@ TEST_F(PickerTest, ConcurrentPicksNeverExceedTheLimit) {
   }
   for (auto& t : threads) t.join();
   for (size_t b = 0; b < 4; ++b) {
-    EXPECT_LE(set_.backends()[b].cell->in_flight.Peak(), 3u);
+    EXPECT_LE(set_.backends()[b].cell->in_flight->Peak(), 3u);
     EXPECT_EQ(InFlight(b), 0u);
   }
   EXPECT_EQ(stats_->picks.load() + stats_->failed_picks.load(), 16000u);
@@ -328,7 +328,7 @@ TEST_F(PickerTest, BoundedPicksEqualDecide) {
     const BoundedLoadRendezvous policy = *BoundedLoadRendezvous::Create(100);
     DecisionScratch scratch;
     const auto load = [this](size_t i) {
-      return set_.backends()[i].cell->in_flight.Load();
+      return set_.backends()[i].cell->in_flight->Load();
     };
     std::vector<PickOutcome> held;
     int spills = 0;

@@ -57,7 +57,7 @@ class RetryTest : public ::testing::Test {
     return out;
   }
   uint64_t InFlight(size_t backend) const {
-    return set_.backends()[backend].cell->in_flight.Load();
+    return set_.backends()[backend].cell->in_flight->Load();
   }
 
   std::shared_ptr<const Config> config_;
@@ -155,9 +155,7 @@ TEST_F(RetryTest, ABoundedRetryTakesTheNextChoiceWithRoom) {
   for (size_t b : {0u, 1u}) {
     for (int n = 0; n < 3; ++n) {
       InFlightGuard g = InFlightGuard::TryAcquireWithin(
-          std::shared_ptr<InFlightCounter>(set_.backends()[b].cell,
-                                           &set_.backends()[b].cell->in_flight),
-          0);
+          set_.backends()[b].cell->in_flight, 0);
       held.push_back(
           PickOutcome{PickOutcome::Complete{b, false, std::move(g)}});
     }
@@ -189,10 +187,7 @@ TEST_F(RetryTest, ARetryRespectsTheHardLimit) {
     std::vector<PickOutcome> held;
     {
       InFlightGuard g = InFlightGuard::TryAcquireWithin(
-          std::shared_ptr<InFlightCounter>(
-              set_.backends()[order[1]].cell,
-              &set_.backends()[order[1]].cell->in_flight),
-          1);
+          set_.backends()[order[1]].cell->in_flight, 1);
       ASSERT_TRUE(g.held());
       held.push_back(
           PickOutcome{PickOutcome::Complete{order[1], false, std::move(g)}});

@@ -31,7 +31,7 @@ TEST(StatsRegistry, SnapshotsLivePoliciesWithTheirBackends) {
   stats->spills = 1;
   set.backends()[0].cell->picks = 3;
   set.backends()[0].cell->spilled_in = 1;
-  ASSERT_TRUE(set.backends()[1].cell->in_flight.TryAcquire());
+  ASSERT_TRUE(set.backends()[1].cell->in_flight->TryAcquire());
 
   const std::vector<grpc_lb::ChannelStats> all = SnapshotAllPolicies();
   const grpc_lb::ChannelStats* s = Find(all, "router-stats");
@@ -48,7 +48,7 @@ TEST(StatsRegistry, SnapshotsLivePoliciesWithTheirBackends) {
   EXPECT_EQ(s->backends[1].identity, "10.0.0.2:80");
   EXPECT_EQ(s->backends[1].in_flight, 1u);
   EXPECT_EQ(s->backends[1].peak_in_flight, 1u);
-  set.backends()[1].cell->in_flight.Release();
+  set.backends()[1].cell->in_flight->Release();
 
   stats->SetBackends(nullptr);
   EXPECT_TRUE(Find(SnapshotAllPolicies(), "router-stats")->backends.empty());

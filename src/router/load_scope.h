@@ -1,0 +1,80 @@
+// The calls in flight that bounds and limits count: per backend identity and
+// in all, over one channel (loadScope CHANNEL) or over every channel of the
+// process that names the same scope (loadScope PROCESS).
+#ifndef POISE_SRC_ROUTER_LOAD_SCOPE_H_
+#define POISE_SRC_ROUTER_LOAD_SCOPE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "poise/in_flight.h"
+#include "src/router/config.h"
+
+namespace poise::router {
+
+// One counter per backend identity, each counting into the scope's total.
+//
+// A counter lives while anyone holds it (a backend list, a picker, a call in
+// flight) and is found again by its identity until then: an identity that
+// leaves the list and returns while its calls are still in flight gets the
+// same counter back, and a call that outlives its backend's removal still
+// releases into the right counter. Each counter keeps its scope (and so the
+// total it counts into) alive.
+//
+// Thread-safe: channels look counters up from their own work serializers; a
+// pick only reads the counters and the total it was handed.
+class LoadScope final : public std::enable_shared_from_this<LoadScope> {
+ public:
+  // A scope of its own, for one channel.
+  static std::shared_ptr<LoadScope> Create();
+  // The process's scope called `name`: every caller gets the same object
+  // while anyone holds it (a channel, a counter, a call in flight), a new
+  // one after.
+  static std::shared_ptr<LoadScope> Named(std::string_view name);
+
+  LoadScope(const LoadScope&) = delete;
+  LoadScope& operator=(const LoadScope&) = delete;
+
+  // The live counter of `identity`, else a new one (unlimited: limits are
+  // the callers', see InFlightCounter::TryAcquireWithin).
+  std::shared_ptr<InFlightCounter> CounterFor(std::string_view identity);
+
+  // Every call in flight under this scope, over all identities: at most the
+  // sum of the counters, below it for a moment while a slot is being taken
+  // or given back (InFlightCounter).
+  const InFlightCounter& total() const { return total_; }
+
+  // Whether this is a process-wide scope made by Named().
+  bool named() const { return named_; }
+  const std::string& name() const { return name_; }
+  // The identities whose counter is alive (for tests and statistics).
+  size_t live_counters() const;
+
+ private:
+  LoadScope(std::string name, bool named)
+      : name_(std::move(name)), named_(named) {}
+
+  const std::string name_;
+  const bool named_;
+  InFlightCounter total_;
+  mutable std::mutex mu_;
+  absl::flat_hash_map<std::string, std::weak_ptr<InFlightCounter>> counters_;
+  // counters_ drops its dead entries when it grows to this size.
+  size_t prune_at_ = 16;
+};
+
+// The scope a channel whose scope name is `name` (its stats label, else its
+// target) counts in under `kind`: the process's scope of that name, or one of
+// its own - `current` when that already is the right one.
+std::shared_ptr<LoadScope> ScopeFor(LoadScopeKind kind, std::string_view name,
+                                    std::shared_ptr<LoadScope> current);
+
+}  // namespace poise::router
+
+#endif  // POISE_SRC_ROUTER_LOAD_SCOPE_H_
