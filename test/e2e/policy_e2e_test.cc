@@ -144,6 +144,76 @@ TEST(PolicyE2E, HotKeySpreadsWithinItsBoundAndCountersDrain) {
   EXPECT_GT(stats.spills, 0u);
 }
 
+// loadScope PROCESS: four channels of one stats label (the scope's name)
+// drive one hot key with 16 calls in flight in all over 5 backends. Every
+// backend stays within the bound of all 16 calls, ceil(1.5 * 16 / 5) = 5,
+// as its server counts them; each channel's own bound, ceil(1.5 * 4 / 5) = 2,
+// would let the owner hold 8 (test/router/load_scope_test.cc). Every counter
+// of the scope drains, also as the channels close.
+TEST(PolicyE2E, ChannelsOfOneProcessScopeShareTheBound) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(5, kHeader).ok());
+  constexpr uint32_t kFactor = 150;
+  constexpr int kChannels = 4;
+  constexpr int kThreadsPerChannel = 4;
+  const std::string config =
+      LbConfig("bounded_load_rendezvous",
+               absl::StrCat(R"("balanceFactorPercent":)", kFactor,
+                            R"(,"loadScope":"PROCESS")"));
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kChannels; ++i) {
+    clients.push_back(
+        std::make_unique<Client>(set.target(), config, "process-scope"));
+    ASSERT_TRUE(WarmUp(*clients.back(), set));
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < kChannels * kThreadsPerChannel; ++t) {
+    Client& c = *clients[static_cast<size_t>(t % kChannels)];
+    threads.emplace_back([&c, &errors] {
+      for (int i = 0; i < 30; ++i) {
+        if (!c.Call("the-hot-key", Calling(5)).status.ok()) ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  // L + 1 <= 16 at every pick, over all four channels.
+  const uint64_t bound =
+      test_support::Bound(kFactor, kChannels * kThreadsPerChannel, 1, 5);
+  ASSERT_EQ(bound, 5u);
+  for (size_t i = 0; i < set.size(); ++i) {
+    EXPECT_LE(static_cast<uint64_t>(set.backend(i).peak_in_flight()), bound)
+        << set.backend(i).id();
+  }
+  uint64_t spills = 0;
+  int channels_seen = 0;
+  for (const ChannelStats& s : grpc_lb::StatsSnapshot()) {
+    if (s.label != "process-scope") continue;
+    ++channels_seen;
+    EXPECT_EQ(s.load_scope, "PROCESS");
+    EXPECT_EQ(s.scope_in_flight, 0u);
+    spills += s.spills;
+    ASSERT_EQ(s.backends.size(), 5u);
+    for (const BackendStats& b : s.backends) {
+      EXPECT_LE(b.peak_in_flight, bound) << b.identity;  // scope-wide
+      EXPECT_EQ(b.in_flight, 0u) << b.identity;
+    }
+  }
+  EXPECT_EQ(channels_seen, kChannels);
+  EXPECT_GT(spills, 0u);
+  // Closing them, in an order that is neither first-to-last nor the reverse,
+  // while the others still count.
+  for (const size_t i : {2u, 0u, 3u, 1u}) {
+    clients[i].reset();
+    for (const ChannelStats& s : grpc_lb::StatsSnapshot()) {
+      if (s.label == "process-scope") {
+        EXPECT_EQ(s.scope_in_flight, 0u);
+      }
+    }
+  }
+}
+
 TEST(PolicyE2E, StoppingABackendMovesOnlyItsKeysAndRestartingMovesThemBack) {
   BackendSet set;
   ASSERT_TRUE(set.Start(4, kHeader).ok());
