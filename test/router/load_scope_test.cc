@@ -275,7 +275,9 @@ TEST(LoadScopeChannels, AHotKeyFromFourChannelsStaysWithinTheProcessWideBound) {
     ::testing::Test::RecordProperty(
         "hot_key_owner_" + std::to_string(owner) + "_spills_channel_process",
         std::to_string(by_channel.spills) + "/" +
-            std::to_string(by_process.spills) + " of 4000");
+            std::to_string(by_process.spills) + " of 4000, over the bound " +
+            std::to_string(by_channel.over_bound) + "/" +
+            std::to_string(by_process.over_bound));
   }
 }
 
@@ -297,10 +299,12 @@ TEST(LoadScopeChannels, AHotKeyOnOneOfFourChannelsSpillsLessInTheProcessScope) {
   EXPECT_GT(result[0].over_bound, 0u);
   EXPECT_LT(result[1].spills * 2, result[0].spills)
       << "process " << result[1].spills << ", channel " << result[0].spills;
-  ::testing::Test::RecordProperty("uneven_spills_channel_process",
-                                  std::to_string(result[0].spills) + "/" +
-                                      std::to_string(result[1].spills) +
-                                      " of 40000");
+  ::testing::Test::RecordProperty(
+      "uneven_spills_channel_process",
+      std::to_string(result[0].spills) + "/" +
+          std::to_string(result[1].spills) + " of 40000, over the bound " +
+          std::to_string(result[0].over_bound) + "/" +
+          std::to_string(result[1].over_bound));
 }
 
 // Channels close in every order, calls still in flight on some: every
