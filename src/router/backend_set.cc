@@ -24,7 +24,12 @@ void BackendSet::SetLoadScope(std::shared_ptr<LoadScope> scope) {
   scope_ = std::move(scope);
 }
 
-void BackendSet::Clear() { list_ = EmptyList(scope_); }
+void BackendSet::Clear() {
+  for (const Backend& b : list_->backends) {
+    list_->scope->Park(b.identity, b.cell->in_flight);
+  }
+  list_ = EmptyList(scope_);
+}
 
 BackendSet::UpdateReport BackendSet::Update(
     const std::vector<ResolverEntry>& entries, const Config& config) {
@@ -124,6 +129,14 @@ BackendSet::UpdateReport BackendSet::Update(
     for (const Backend& b : next->backends) ids.emplace_back(b.identity);
     next->table = std::make_shared<const IdentityTable>(ids);
     report.table_rebuilt = true;
+  }
+  // Identities that leave with calls in flight stay findable by their scope.
+  if (same_scope) {
+    for (const Backend& b : previous->backends) {
+      if (!identities.contains(b.identity)) {
+        scope_->Park(b.identity, b.cell->in_flight);
+      }
+    }
   }
   list_ = std::move(next);
   return report;

@@ -58,27 +58,51 @@ std::shared_ptr<LoadScope> LoadScope::Named(std::string_view name) {
 std::shared_ptr<InFlightCounter> LoadScope::CounterFor(
     std::string_view identity) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (counters_.size() >= prune_at_) {
-    // Amortised: the map at least doubles between two sweeps.
-    for (auto it = counters_.begin(); it != counters_.end();) {
-      if (it->second.expired()) {
-        counters_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-    prune_at_ = std::max<size_t>(16, 2 * counters_.size());
+  PruneLocked();
+  const std::string key(identity);
+  if (!named_) {
+    const auto parked = counters_.find(key);
+    if (parked == counters_.end()) return NewCounterLocked();
+    std::shared_ptr<InFlightCounter> counter = parked->second.lock();
+    counters_.erase(parked);  // listed again: its set carries it now
+    return counter != nullptr ? counter : NewCounterLocked();
   }
-  std::weak_ptr<InFlightCounter>& slot = counters_[std::string(identity)];
+  std::weak_ptr<InFlightCounter>& slot = counters_[key];
   std::shared_ptr<InFlightCounter> counter = slot.lock();
-  if (counter != nullptr) return counter;
-  auto holder = std::make_shared<ScopedCounter>(shared_from_this(), &total_);
-  counter = std::shared_ptr<InFlightCounter>(holder, &holder->counter);
-  slot = counter;
+  if (counter == nullptr) {
+    counter = NewCounterLocked();
+    slot = counter;
+  }
   return counter;
 }
 
-size_t LoadScope::live_counters() const {
+void LoadScope::Park(std::string_view identity,
+                     const std::shared_ptr<InFlightCounter>& counter) {
+  if (named_ || counter == nullptr || counter->Load() == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  PruneLocked();
+  counters_[std::string(identity)] = counter;
+}
+
+std::shared_ptr<InFlightCounter> LoadScope::NewCounterLocked() {
+  auto holder = std::make_shared<ScopedCounter>(shared_from_this(), &total_);
+  return std::shared_ptr<InFlightCounter>(holder, &holder->counter);
+}
+
+void LoadScope::PruneLocked() {
+  if (counters_.size() < prune_at_) return;
+  // Amortised: the map at least doubles between two sweeps.
+  for (auto it = counters_.begin(); it != counters_.end();) {
+    if (it->second.expired()) {
+      counters_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  prune_at_ = std::max<size_t>(16, 2 * counters_.size());
+}
+
+size_t LoadScope::findable_counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t live = 0;
   for (const auto& [identity, counter] : counters_) {

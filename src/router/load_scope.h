@@ -27,6 +27,12 @@ namespace poise::router {
 // releases into the right counter. Each counter keeps its scope (and so the
 // total it counts into) alive.
 //
+// A named scope indexes every live counter (channels find each other's). A
+// scope of its own serves one backend set, which carries its listed
+// identities' counters from list to list itself; it indexes only the
+// counters Park() hands it, so a process with many channels does not keep a
+// second map of every backend per channel.
+//
 // Thread-safe: channels look counters up from their own work serializers; a
 // pick only reads the counters and the total it was handed.
 class LoadScope final : public std::enable_shared_from_this<LoadScope> {
@@ -41,9 +47,16 @@ class LoadScope final : public std::enable_shared_from_this<LoadScope> {
   LoadScope(const LoadScope&) = delete;
   LoadScope& operator=(const LoadScope&) = delete;
 
-  // The live counter of `identity`, else a new one (unlimited: limits are
-  // the callers', see InFlightCounter::TryAcquireWithin).
+  // The live counter of `identity` (for a scope of its own: one parked
+  // while its calls were in flight), else a new one. Unlimited: limits are
+  // the callers' (InFlightCounter::TryAcquireWithin).
   std::shared_ptr<InFlightCounter> CounterFor(std::string_view identity);
+
+  // `identity` left its backend list while `counter` may still count calls:
+  // a scope of its own keeps it findable by CounterFor() until they end (a
+  // named scope always can).
+  void Park(std::string_view identity,
+            const std::shared_ptr<InFlightCounter>& counter);
 
   // Every call in flight under this scope, over all identities: at most the
   // sum of the counters, below it for a moment while a slot is being taken
@@ -53,12 +66,16 @@ class LoadScope final : public std::enable_shared_from_this<LoadScope> {
   // Whether this is a process-wide scope made by Named().
   bool named() const { return named_; }
   const std::string& name() const { return name_; }
-  // The identities whose counter is alive (for tests and statistics).
-  size_t live_counters() const;
+  // The counters CounterFor() can find now (for tests): every live one of a
+  // named scope, the parked live ones of a scope of its own.
+  size_t findable_counters() const;
 
  private:
   LoadScope(std::string name, bool named)
       : name_(std::move(name)), named_(named) {}
+
+  std::shared_ptr<InFlightCounter> NewCounterLocked();
+  void PruneLocked();
 
   const std::string name_;
   const bool named_;

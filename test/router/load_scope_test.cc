@@ -52,7 +52,7 @@ TEST(LoadScope, ScopesOfTheirOwnAreDistinct) {
 }
 
 TEST(LoadScope, ACounterIsFoundByIdentityWhileHeldAndCountsIntoTheTotal) {
-  std::shared_ptr<LoadScope> scope = LoadScope::Create();
+  std::shared_ptr<LoadScope> scope = LoadScope::Named("load-scope-test-find");
   std::shared_ptr<InFlightCounter> x = scope->CounterFor("x");
   EXPECT_EQ(scope->CounterFor("x"), x);
   std::shared_ptr<InFlightCounter> y = scope->CounterFor("y");
@@ -61,17 +61,34 @@ TEST(LoadScope, ACounterIsFoundByIdentityWhileHeldAndCountsIntoTheTotal) {
   InFlightGuard two = InFlightGuard::TryAcquire(y);
   InFlightGuard three = InFlightGuard::TryAcquire(y);
   EXPECT_EQ(scope->total().Load(), 3u);
-  EXPECT_EQ(scope->live_counters(), 2u);
+  EXPECT_EQ(scope->findable_counters(), 2u);
   x.reset();  // the guard still holds it
   EXPECT_EQ(scope->CounterFor("x")->Load(), 1u);
   one.Release();
   two.Release();
   three.Release();
   EXPECT_EQ(scope->total().Load(), 0u);
-  EXPECT_EQ(scope->live_counters(), 1u);  // y
+  EXPECT_EQ(scope->findable_counters(), 1u);  // y
   y.reset();
-  EXPECT_EQ(scope->live_counters(), 0u);
+  EXPECT_EQ(scope->findable_counters(), 0u);
   EXPECT_EQ(scope->CounterFor("x")->Load(), 0u);  // a new one
+}
+
+TEST(LoadScope, AScopeOfItsOwnFindsOnlyParkedCountersWithCallsInFlight) {
+  std::shared_ptr<LoadScope> scope = LoadScope::Create();
+  std::shared_ptr<InFlightCounter> x = scope->CounterFor("x");
+  EXPECT_NE(scope->CounterFor("x"), x);  // its backend set carries it
+  scope->Park("x", x);                   // idle: nothing to keep
+  EXPECT_EQ(scope->findable_counters(), 0u);
+  InFlightGuard call = InFlightGuard::TryAcquire(x);
+  scope->Park("x", x);
+  x.reset();
+  EXPECT_EQ(scope->findable_counters(), 1u);
+  std::shared_ptr<InFlightCounter> back = scope->CounterFor("x");
+  EXPECT_EQ(back->Load(), 1u);                // the same counter
+  EXPECT_EQ(scope->findable_counters(), 0u);  // listed again
+  call.Release();
+  EXPECT_EQ(scope->total().Load(), 0u);
 }
 
 TEST(LoadScope, ACounterKeepsItsScopeAlive) {
@@ -118,7 +135,7 @@ TEST(LoadScope, ManyThreadsLookingUpAndCountingAgree) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(scope->total().Load(), 0u);
-  EXPECT_LE(scope->live_counters(), 13u);
+  EXPECT_LE(scope->findable_counters(), 13u);
 }
 
 // ---------------------------------------------------------------------------
@@ -330,7 +347,7 @@ TEST(LoadScopeChannels, CountersReturnToZeroWhenChannelsCloseInAnyOrder) {
         expected -= 4;  // the closed channel's calls ended
         EXPECT_EQ(scope.total().Load(), expected);
       }
-      EXPECT_EQ(scope.live_counters(), 0u);
+      EXPECT_EQ(scope.findable_counters(), 0u);
     }
     EXPECT_TRUE(weak.expired());
   }
