@@ -60,14 +60,15 @@ if [[ "${POISE_TEST_TSAN:-0}" == 1 ]]; then
   cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DPOISE_SANITIZE=thread -DPOISE_BUILD_BENCHMARKS=OFF \
     -DPOISE_BUILD_TOOLS=OFF >/dev/null
-  cmake --build "$tsan" -j"$jobs" --target poise_core_test poise_grpc_lb_test \
-    poise_bad_input_test
+  cmake --build "$tsan" -j"$jobs" --target poise_core_test poise_router_test \
+    poise_grpc_lb_test poise_bad_input_test
   # Tests with real grpc++ servers are left out: grpc++'s inline headers
   # (instrumented, in our binaries) hand objects over through the
   # uninstrumented libgrpc's completion queues, which TSan cannot see
   # (docs/reliability.md).
   export TSAN_OPTIONS=${TSAN_OPTIONS:-suppressions=$root/test/tsan.supp:halt_on_error=1:second_deadlock_stack=1}
   "$tsan/test/poise_core_test"
+  "$tsan/test/router/poise_router_test"
   "$tsan/test/grpc/poise_grpc_lb_test"
   "$tsan/test/hardening/poise_bad_input_test" --gtest_filter='BadConfig.*:HeaderValueTest.*'
 fi
