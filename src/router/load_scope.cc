@@ -86,7 +86,7 @@ void LoadScope::Park(std::string_view identity,
 
 std::shared_ptr<InFlightCounter> LoadScope::NewCounterLocked() {
   auto holder = std::make_shared<ScopedCounter>(shared_from_this(), &total_);
-  return std::shared_ptr<InFlightCounter>(holder, &holder->counter);
+  return {holder, &holder->counter};
 }
 
 void LoadScope::PruneLocked() {

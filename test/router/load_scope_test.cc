@@ -123,6 +123,7 @@ TEST(LoadScope, ScopeForKeepsTheRightScopeAndSwitchesKinds) {
 TEST(LoadScope, ManyThreadsLookingUpAndCountingAgree) {
   std::shared_ptr<LoadScope> scope = LoadScope::Named("load-scope-test-mt");
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([t]() {
       std::shared_ptr<LoadScope> mine = LoadScope::Named("load-scope-test-mt");
@@ -276,7 +277,7 @@ TEST(LoadScopeChannels, AHotKeyFromFourChannelsStaysWithinTheProcessWideBound) {
       Channels channels(4, weights, process, "load-scope-test-hot");
       const std::string key = channels.KeyOwnedBy(owner);
       result[process] =
-          channels.Drive(4, 4000, [&](size_t, size_t) { return key; });
+          channels.Drive(4, 4000, [&](size_t, size_t) { return key.c_str(); });
     }
     const Channels::Result& by_channel = result[0];
     const Channels::Result& by_process = result[1];
