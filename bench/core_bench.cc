@@ -226,12 +226,18 @@ void BM_PreparedPick(benchmark::State& state) {
 }
 // The same with the scalar kernels forced: what a CPU without AVX-512 runs,
 // measured in the same process as the dispatched kernel.
-void BM_PreparedPickScalarKernel(benchmark::State& state) {
+// Runs `bench` with the scalar kernels forced, then restores the dispatched
+// ones.
+template <typename Bench>
+void WithScalarKernel(Bench&& bench) {
   const poise::internal::HashKernel dispatched =
       poise::internal::ActiveHashKernel();
   poise::internal::SelectHashKernel(poise::internal::HashKernel::kScalar);
-  PreparedPickBench(state, true);
+  bench();
   poise::internal::SelectHashKernel(dispatched);
+}
+void BM_PreparedPickScalarKernel(benchmark::State& state) {
+  WithScalarKernel([&] { PreparedPickBench(state, true); });
 }
 void BM_PreparedPickTwoWeights(benchmark::State& state) {
   PreparedPickBench(state, false);
@@ -433,11 +439,7 @@ void BM_TableBuild(benchmark::State& state) {
 
 // The same full build with the scalar kernel (CPUs without AVX-512).
 void BM_TableBuildScalarKernel(benchmark::State& state) {
-  const poise::internal::HashKernel dispatched =
-      poise::internal::ActiveHashKernel();
-  poise::internal::SelectHashKernel(poise::internal::HashKernel::kScalar);
-  BM_TableBuild(state);
-  poise::internal::SelectHashKernel(dispatched);
+  WithScalarKernel([&] { BM_TableBuild(state); });
 }
 
 // An address update through the identity store: the list's table is alive
@@ -472,11 +474,7 @@ void TableUpdateBench(benchmark::State& state) {
 }
 void BM_TableUpdate(benchmark::State& state) { TableUpdateBench(state); }
 void BM_TableUpdateScalarKernel(benchmark::State& state) {
-  const poise::internal::HashKernel dispatched =
-      poise::internal::ActiveHashKernel();
-  poise::internal::SelectHashKernel(poise::internal::HashKernel::kScalar);
-  TableUpdateBench(state);
-  poise::internal::SelectHashKernel(dispatched);
+  WithScalarKernel([&] { TableUpdateBench(state); });
 }
 
 void BM_RingBuild(benchmark::State& state) {

@@ -44,6 +44,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "echo.grpc.pb.h"
+#include "pipe_io.h"
 #include "poise/grpc_lb.h"
 #if __has_include("poise/internal/identity_store.h")
 #include "poise/internal/identity_store.h"
@@ -70,28 +71,8 @@ class EchoService final : public poise::example::Echo::Service {
   }
 };
 
-bool WriteAll(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t w = write(fd, data.data() + done, data.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    done += static_cast<size_t>(w);
-  }
-  return true;
-}
-
-std::string ReadAll(int fd) {
-  std::string text;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t r = read(fd, buffer, sizeof(buffer));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    text.append(buffer, static_cast<size_t>(r));
-  }
-  return text;
-}
+using poise::bench::ReadAll;
+using poise::bench::WriteAll;
 
 struct Server {
   pid_t pid = -1;
