@@ -14,6 +14,7 @@
 #include "poise/hash.h"
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
+#include "poise/internal/identity_store.h"
 #include "poise/prepared_candidates.h"
 #include "poise/rendezvous.h"
 #include "src/core/candidate_hash.h"
@@ -225,12 +226,18 @@ void BM_PreparedPick(benchmark::State& state) {
 }
 // The same with the scalar kernels forced: what a CPU without AVX-512 runs,
 // measured in the same process as the dispatched kernel.
-void BM_PreparedPickScalarKernel(benchmark::State& state) {
+// Runs `bench` with the scalar kernels forced, then restores the dispatched
+// ones.
+template <typename Bench>
+void WithScalarKernel(Bench&& bench) {
   const poise::internal::HashKernel dispatched =
       poise::internal::ActiveHashKernel();
   poise::internal::SelectHashKernel(poise::internal::HashKernel::kScalar);
-  PreparedPickBench(state, true);
+  bench();
   poise::internal::SelectHashKernel(dispatched);
+}
+void BM_PreparedPickScalarKernel(benchmark::State& state) {
+  WithScalarKernel([&] { PreparedPickBench(state, true); });
 }
 void BM_PreparedPickTwoWeights(benchmark::State& state) {
   PreparedPickBench(state, false);
@@ -430,6 +437,46 @@ void BM_TableBuild(benchmark::State& state) {
   }
 }
 
+// The same full build with the scalar kernel (CPUs without AVX-512).
+void BM_TableBuildScalarKernel(benchmark::State& state) {
+  WithScalarKernel([&] { BM_TableBuild(state); });
+}
+
+// An address update through the identity store: the list's table is alive
+// (another channel holds it) and the update replaces one identity with one
+// the process has not hashed, so each iteration hashes that one identity,
+// finds the other rows, builds the new table from rows and releases it
+// (which frees the new row). Counters: identities hashed and table bytes
+// written per update, from the store's own counts.
+void TableUpdateBench(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < n; ++i) ids.push_back(Identity(i));
+  poise::internal::IdentityStore store;
+  const auto live =
+      store.Share(std::vector<std::string_view>(ids.begin(), ids.end()));
+  const poise::internal::IdentityStoreCounts before = store.counts();
+  uint64_t k = 0;
+  for ([[maybe_unused]] auto _ : state) {
+    ids[n / 2] = "moved-" + std::to_string(k++);
+    const auto table =
+        store.Share(std::vector<std::string_view>(ids.begin(), ids.end()));
+    benchmark::DoNotOptimize(table->size());
+  }
+  const poise::internal::IdentityStoreCounts after = store.counts();
+  const auto per_update = [&](uint64_t a, uint64_t b) {
+    return static_cast<double>(a - b) / static_cast<double>(k);
+  };
+  state.counters["identities_hashed"] =
+      per_update(after.identities_hashed, before.identities_hashed);
+  state.counters["table_bytes_written"] =
+      per_update(after.table_bytes_written, before.table_bytes_written);
+}
+void BM_TableUpdate(benchmark::State& state) { TableUpdateBench(state); }
+void BM_TableUpdateScalarKernel(benchmark::State& state) {
+  WithScalarKernel([&] { TableUpdateBench(state); });
+}
+
 void BM_RingBuild(benchmark::State& state) {
   const Cluster c = MakeCluster(static_cast<size_t>(state.range(0)), 0);
   for ([[maybe_unused]] auto _ : state) {
@@ -478,6 +525,9 @@ BENCHMARK(BM_Ring)->Apply(Sizes);
 BENCHMARK(BM_ArgmaxFloor)->Apply(Sizes);
 BENCHMARK(BM_SnapshotBuild)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_TableBuild)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_TableBuildScalarKernel)->Arg(1000);
+BENCHMARK(BM_TableUpdate)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_TableUpdateScalarKernel)->Arg(1000);
 BENCHMARK(BM_RingBuild)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_InFlightSame)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_InFlightSeparate)->Threads(1)->Threads(2)->UseRealTime();

@@ -114,6 +114,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend.h"
 #include "echo.grpc.pb.h"
+#include "pipe_io.h"
 #include "poise/grpc_lb.h"
 
 namespace {
@@ -208,16 +209,8 @@ struct Servers {
   std::vector<std::string> targets;  // one per kSizes entry
 };
 
-bool WriteAll(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t w = write(fd, data.data() + done, data.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    done += static_cast<size_t>(w);
-  }
-  return true;
-}
+using poise::bench::ReadAll;
+using poise::bench::WriteAll;
 
 // Must run before this process creates any gRPC object.
 bool ForkServers(Servers* out) {
@@ -252,16 +245,8 @@ bool ForkServers(Servers* out) {
   close(control_pipe[0]);
   out->pid = pid;
   out->control_fd = control_pipe[1];
-  std::string text;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t r = read(targets_pipe[0], buffer, sizeof(buffer));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    text.append(buffer, static_cast<size_t>(r));
-  }
+  std::istringstream lines(ReadAll(targets_pipe[0]));
   close(targets_pipe[0]);
-  std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) out->targets.push_back(line);
   return out->targets.size() == kSizes.size();

@@ -7,7 +7,11 @@
 # the build directory, default build-bench). The core benchmarks take about
 # 2.5 minutes, the end-to-end benchmark about 4.5 (poise_e2e_bench, see
 # docs/performance.md; E2E_ARGS passes it options, E2E=0 skips it): about 7
-# minutes in all on the 2-core development machines, builds included.
+# minutes in all on the 2-core development machines, builds included. Then
+# poise_memory_bench (100 channels x 1,000 READY backends per policy, about
+# 1.5 minutes; MEMORY=0 skips it; MEMORY_BASE=<git ref> also builds that
+# commit's libraries with this checkout's memory_bench.cc in a temporary
+# directory and prints its table first, e.g. MEMORY_BASE=main: "today").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
@@ -83,12 +87,28 @@ for n in (3, 10, 100, 1000):
           f"| {f(c(f'BM_PairedRatioTwoWeights/{n}/50', 'ratio'), '{:.2f}')} |")
 print()
 print("| n | snapshot build (candidates, counters, PreparedCandidates) ns "
-      "| IdentityTable build (on address change) ns | ring build ns |")
+      "| IdentityTable build (every identity hashed) ns | ring build ns |")
 print("|---:|---:|---:|---:|")
 for n in (10, 100, 1000):
     print(f"| {n} | {f(t(f'BM_SnapshotBuild/{n}'), '{:.0f}')} "
           f"| {f(t(f'BM_TableBuild/{n}'), '{:.0f}')} "
           f"| {f(t(f'BM_RingBuild/{n}'), '{:.0f}')} |")
+print()
+print("address update changing 1 of n identities through the identity store "
+      "(the others' rows alive): ns, identities hashed and table bytes "
+      "written per update, and its share of a full IdentityTable build")
+print("| n | kernel | update ns | hashed | bytes written | full build ns "
+      "| update / full build |")
+print("|---:|---|---:|---:|---:|---:|---:|")
+for n, kernel, suffix in ((10, "dispatched", ""), (100, "dispatched", ""),
+                          (1000, "dispatched", ""),
+                          (1000, "scalar", "ScalarKernel")):
+    u = t(f"BM_TableUpdate{suffix}/{n}")
+    full = t(f"BM_TableBuild{suffix}/{n}")
+    print(f"| {n} | {kernel} | {f(u, '{:.0f}')} "
+          f"| {f(c(f'BM_TableUpdate{suffix}/{n}', 'identities_hashed'), '{:.0f}')} "
+          f"| {f(c(f'BM_TableUpdate{suffix}/{n}', 'table_bytes_written'), '{:.0f}')} "
+          f"| {f(full, '{:.0f}')} | {f(u / full if u and full else None, '{:.3f}')} |")
 print()
 print("| in-flight acquire+release (wall ns per op per thread) | 1 thread | 2 threads |")
 print("|---|---:|---:|")
@@ -107,4 +127,30 @@ if [[ ${E2E:-1} != 0 ]]; then
   echo
   # shellcheck disable=SC2086
   "$build/bench/poise_e2e_bench" ${E2E_ARGS:-}
+fi
+
+# Memory: many channels to the same READY backends, each policy in a fresh
+# process (bench/memory_bench.cc).
+if [[ ${MEMORY:-1} != 0 ]]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPOISE_BUILD_GRPC=ON \
+    -DPOISE_BUILD_EXAMPLES=ON -DPOISE_BUILD_BENCHMARKS=ON >/dev/null
+  cmake --build "$build" -j2 --target poise_memory_bench >/dev/null
+  if [[ -n ${MEMORY_BASE:-} ]]; then
+    base=$(mktemp -d)
+    trap 'rm -rf "$base"' EXIT
+    git -C "$root" archive "$MEMORY_BASE" | tar -x -C "$base"
+    mkdir -p "$base/third_party"
+    ln -sfn "$(readlink -f "$root/third_party/grpc-src")" "$base/third_party/grpc-src"
+    cp "$root/bench/memory_bench.cc" "$root/bench/CMakeLists.txt" "$base/bench/"
+    cmake -S "$base" -B "$base/build" -DCMAKE_BUILD_TYPE=Release \
+      -DPOISE_BUILD_GRPC=ON -DPOISE_BUILD_EXAMPLES=ON \
+      -DPOISE_BUILD_BENCHMARKS=ON >/dev/null
+    cmake --build "$base/build" -j2 --target poise_memory_bench >/dev/null
+    echo
+    echo "$MEMORY_BASE:"
+    "$base/build/bench/poise_memory_bench"
+  fi
+  echo
+  echo "this checkout:"
+  "$build/bench/poise_memory_bench"
 fi

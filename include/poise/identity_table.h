@@ -16,12 +16,16 @@
 //
 // Cost: 2 KiB + 8 bytes per identity, built in O(256 * total identity bytes);
 // build it when the backend list changes and share it (it is immutable, so
-// concurrent picks may read it) across the snapshots of that list.
+// concurrent picks may read it) across the snapshots of that list. A process
+// with many lists over the same identities (one per gRPC channel) should get
+// its tables from poise/internal/identity_store.h instead: one table per
+// distinct identity sequence, built from rows hashed once per identity.
 #ifndef POISE_IDENTITY_TABLE_H_
 #define POISE_IDENTITY_TABLE_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +34,11 @@
 namespace poise {
 
 struct Candidate;
+
+namespace internal {
+struct IdentityRow;
+class IdentityStore;
+}  // namespace internal
 
 class IdentityTable final {
  public:
@@ -41,8 +50,11 @@ class IdentityTable final {
   explicit IdentityTable(const std::vector<Candidate>& candidates);
 
   size_t size() const { return size_; }
+  // Identity i, as the table holds it: a copy of the constructor's (or the
+  // shared row's) bytes, valid while the table or a copy of it lives.
+  std::string_view identity(size_t i) const { return identities_[i]; }
   size_t memory_bytes() const {
-    return (power_.capacity() + offset_.capacity()) * sizeof(uint64_t);
+    return (power_.capacity() + 256 * size_) * sizeof(uint64_t);
   }
 
   // KeyHash::Mixed(identity i), from the table.
@@ -94,14 +106,29 @@ class IdentityTable final {
   }
 
  private:
+  friend class internal::IdentityStore;
+  // From rows hashed ahead (each identity's p^m and D(l) in row order),
+  // transposed; `keep` owns the rows' identities.
+  IdentityTable(const internal::IdentityRow* const* rows, size_t n,
+                std::shared_ptr<const void> keep);
+  void SetCommonPower();
+
   const uint64_t* Row(uint64_t key_state) const {
-    return offset_.data() + (key_state & 0xff) * size_;
+    return offset_.get() + (key_state & 0xff) * size_;
   }
 
   size_t size_ = 0;
-  std::vector<uint64_t> power_;   // p^m, m = identity bytes + 1
-  uint64_t common_power_ = 0;     // every p^m when all are equal, else 0
-  std::vector<uint64_t> offset_;  // D(l) for identity i at [l * size_ + i]
+  std::vector<uint64_t> power_;  // p^m, m = identity bytes + 1
+  uint64_t common_power_ = 0;    // every p^m when all are equal, else 0
+  // D(l) for identity i at [l * size_ + i]. Not a vector: a table built
+  // from shared rows writes every element once and should not zero 2 KiB
+  // per identity first. Immutable, so copies share it.
+  std::shared_ptr<const uint64_t[]> offset_;
+  // Views into what keep_ owns: the constructor's identities copied into
+  // one buffer, or the shared rows. Shared, so a copy of the table keeps
+  // its views valid.
+  std::vector<std::string_view> identities_;
+  std::shared_ptr<const void> keep_;
 };
 
 }  // namespace poise

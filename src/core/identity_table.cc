@@ -1,8 +1,10 @@
 #include "poise/identity_table.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "candidate_hash.h"
+#include "poise/internal/identity_store.h"
 #include "poise/rendezvous.h"
 
 namespace poise {
@@ -32,31 +34,111 @@ __attribute__((target("avx512f,avx512dq"))) void WalkAvx512(
 }
 #endif
 
+using WalkFn = void (*)(uint64_t*, std::string_view);
+
+WalkFn ActiveWalk() {
+#if POISE_HAVE_AVX512_HASH
+  // The hashing kernel's choice (tests force either one).
+  if (internal::ActiveHashKernel() == internal::HashKernel::kAvx512) {
+    return WalkAvx512;
+  }
+#endif
+  return WalkScalar;
+}
+
+// p^m for m = |identity| + 1 (the terminator's step included).
+uint64_t PowerOf(std::string_view identity) {
+  uint64_t power = kFnvPrime;
+  for (size_t k = 0; k < identity.size(); ++k) power *= kFnvPrime;
+  return power;
+}
+
+// One identity's offsets, in row order: D(l) = FNV(l) - l * p^m.
+void HashInto(WalkFn walk, std::string_view identity, uint64_t* power,
+              uint64_t* offset) {
+  walk(offset, identity);
+  *power = PowerOf(identity);
+  for (uint64_t l = 0; l < 256; ++l) offset[l] -= l * *power;
+}
+
 }  // namespace
 
 IdentityTable::IdentityTable(const std::vector<std::string_view>& identities)
     : size_(identities.size()),
       power_(identities.size()),
-      offset_(identities.size() * 256) {
-  void (*walk)(uint64_t*, std::string_view) = WalkScalar;
-#if POISE_HAVE_AVX512_HASH
-  // The hashing kernel's choice (tests force either one).
-  if (internal::ActiveHashKernel() == internal::HashKernel::kAvx512) {
-    walk = WalkAvx512;
-  }
-#endif
-  uint64_t state[256];
+      offset_(new uint64_t[identities.size() * 256]),
+      identities_(identities.size()) {
+  const WalkFn walk = ActiveWalk();
+  uint64_t* const offset = const_cast<uint64_t*>(offset_.get());
+  uint64_t row[256];
   for (size_t i = 0; i < size_; ++i) {
-    walk(state, identities[i]);
-    uint64_t power = kFnvPrime;  // the terminator's step
-    for (size_t k = 0; k < identities[i].size(); ++k) power *= kFnvPrime;
-    power_[i] = power;
-    for (uint64_t l = 0; l < 256; ++l) {
-      offset_[l * size_ + i] = state[l] - l * power;
+    HashInto(walk, identities[i], &power_[i], row);
+    for (size_t l = 0; l < 256; ++l) offset[l * size_ + i] = row[l];
+  }
+  // The identities, copied into one buffer the views below point into.
+  size_t bytes = 0;
+  for (const std::string_view id : identities) bytes += id.size();
+  auto buffer = std::shared_ptr<char[]>(new char[bytes]);
+  char* at = buffer.get();
+  for (size_t i = 0; i < size_; ++i) {
+    if (!identities[i].empty()) {
+      std::memcpy(at, identities[i].data(), identities[i].size());
+    }
+    identities_[i] = std::string_view(at, identities[i].size());
+    at += identities[i].size();
+  }
+  keep_ = std::move(buffer);
+  SetCommonPower();
+}
+
+IdentityTable::IdentityTable(const internal::IdentityRow* const* rows, size_t n,
+                             std::shared_ptr<const void> keep)
+    : size_(n),
+      power_(n),
+      offset_(new uint64_t[n * 256]),
+      identities_(n),
+      keep_(std::move(keep)) {
+  uint64_t* const offset = const_cast<uint64_t*>(offset_.get());
+  for (size_t i = 0; i < n; ++i) {
+    power_[i] = rows[i]->power;
+    identities_[i] = rows[i]->identity;
+  }
+  // The transposition, 8 identities at a time: for each l their 8 offsets
+  // go to 8 consecutive words (one cache line, written once) from 8 rows
+  // read in order, instead of one identity's 256 offsets scattered over 256
+  // lines.
+  size_t i0 = 0;
+  for (; i0 + 8 <= n; i0 += 8) {
+    const uint64_t* const r0 = rows[i0]->offset;
+    const uint64_t* const r1 = rows[i0 + 1]->offset;
+    const uint64_t* const r2 = rows[i0 + 2]->offset;
+    const uint64_t* const r3 = rows[i0 + 3]->offset;
+    const uint64_t* const r4 = rows[i0 + 4]->offset;
+    const uint64_t* const r5 = rows[i0 + 5]->offset;
+    const uint64_t* const r6 = rows[i0 + 6]->offset;
+    const uint64_t* const r7 = rows[i0 + 7]->offset;
+    uint64_t* out = offset + i0;
+    for (size_t l = 0; l < 256; ++l, out += n) {
+      out[0] = r0[l];
+      out[1] = r1[l];
+      out[2] = r2[l];
+      out[3] = r3[l];
+      out[4] = r4[l];
+      out[5] = r5[l];
+      out[6] = r6[l];
+      out[7] = r7[l];
     }
   }
-  // Identities of one length (addresses often are) share p^m: a pick may
-  // then skip reading the powers.
+  for (; i0 < n; ++i0) {
+    const uint64_t* const r = rows[i0]->offset;
+    for (size_t l = 0; l < 256; ++l) offset[l * n + i0] = r[l];
+  }
+  SetCommonPower();
+}
+
+// Identities of one length (addresses often are) share p^m: a pick may then
+// skip reading the powers.
+void IdentityTable::SetCommonPower() {
   if (size_ != 0 && std::all_of(power_.begin(), power_.end(),
                                 [&](uint64_t p) { return p == power_[0]; })) {
     common_power_ = power_[0];
@@ -77,5 +159,13 @@ std::vector<std::string_view> IdentitiesOf(
 
 IdentityTable::IdentityTable(const std::vector<Candidate>& candidates)
     : IdentityTable(IdentitiesOf(candidates)) {}
+
+namespace internal {
+
+void HashIdentityRow(std::string_view identity, IdentityRow* row) {
+  HashInto(ActiveWalk(), identity, &row->power, row->offset);
+}
+
+}  // namespace internal
 
 }  // namespace poise

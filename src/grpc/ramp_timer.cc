@@ -63,12 +63,13 @@ void RampTimer::TraceRampsLocked(const router::SlowStart::Weights& w,
     const router::Backend& b = backends[i];
     if (now.has_value()) {
       POISE_TRACE(
-          "[poise %p] slow start: %s step %u/%u, weight %u of %llu", policy_,
-          b.identity.c_str(), now->step, now->steps, w.effective[i],
+          "[poise %p] slow start: %.*s step %u/%u, weight %u of %llu", policy_,
+          static_cast<int>(b.identity.size()), b.identity.data(), now->step,
+          now->steps, w.effective[i],
           static_cast<unsigned long long>(uint64_t{b.weight} * w.scale));
     } else {
-      POISE_TRACE("[poise %p] slow start: %s at full weight", policy_,
-                  b.identity.c_str());
+      POISE_TRACE("[poise %p] slow start: %.*s at full weight", policy_,
+                  static_cast<int>(b.identity.size()), b.identity.data());
     }
   }
   traced_ramps_ = w.ramps;

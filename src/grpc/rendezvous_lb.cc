@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -350,8 +351,9 @@ void RendezvousLb::OnBackendStateLocked(Backend* backend,
                                         grpc_connectivity_state state,
                                         const absl::Status& status) {
   if (shutdown_ || backend->removed()) return;  // a stale notification
-  POISE_TRACE("[poise %p] %s -> %s %s", this,
-              set_.backends()[backend->index].address.c_str(),
+  const std::string_view address = set_.backends()[backend->index].address;
+  POISE_TRACE("[poise %p] %.*s -> %s %s", this,
+              static_cast<int>(address.size()), address.data(),
               grpc_core::ConnectivityStateName(state),
               status.ok() ? "" : status.ToString().c_str());
   if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {

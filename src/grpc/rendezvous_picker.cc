@@ -82,8 +82,9 @@ RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
 }
 
 void RendezvousPicker::TracePick(size_t index, bool spilled) const {
-  gpr_log(GPR_INFO, "[poise %p] pick -> %s%s", policy_,
-          router_.backends()[index].identity.c_str(),
+  const std::string_view identity = router_.backends()[index].identity;
+  gpr_log(GPR_INFO, "[poise %p] pick -> %.*s%s", policy_,
+          static_cast<int>(identity.size()), identity.data(),
           spilled ? " (spilled)" : "");
 }
 

@@ -1,9 +1,11 @@
 #include "src/router/backend_set.h"
 
+#include <cstring>
 #include <string_view>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "poise/internal/identity_store.h"
 
 namespace poise::router {
 
@@ -105,14 +107,14 @@ BackendSet::UpdateReport BackendSet::Update(
     }
     addresses.insert(entry.address);
     identities.insert(identity);
-    std::string id(identity);
     const auto kept = previous_cells.find(identity);
     std::shared_ptr<BackendCell> cell =
         kept != previous_cells.end()
             ? previous->backends[kept->second].cell
             : std::make_shared<BackendCell>(scope_->CounterFor(identity));
+    // Borrowed from `entries` and `config` until BorrowFromList() below.
     next->backends.push_back(
-        Backend{entry.address, std::move(id), weight, std::move(cell)});
+        Backend{entry.address, identity, weight, std::move(cell)});
   }
 
   // The table: kept when the identities are the previous ones, in order.
@@ -127,7 +129,7 @@ BackendSet::UpdateReport BackendSet::Update(
     std::vector<std::string_view> ids;
     ids.reserve(next->backends.size());
     for (const Backend& b : next->backends) ids.emplace_back(b.identity);
-    next->table = std::make_shared<const IdentityTable>(ids);
+    next->table = internal::IdentityStore::Global().Share(ids);
     report.table_rebuilt = true;
   }
   // Identities that leave with calls in flight stay findable by their scope.
@@ -138,8 +140,30 @@ BackendSet::UpdateReport BackendSet::Update(
       }
     }
   }
+  BorrowFromList(*next);
   list_ = std::move(next);
   return report;
+}
+
+void BackendSet::BorrowFromList(BackendList& list) {
+  size_t bytes = 0;
+  for (const Backend& b : list.backends) {
+    if (b.address != b.identity) bytes += b.address.size();
+  }
+  if (bytes != 0) list.address_bytes = std::make_unique<char[]>(bytes);
+  char* at = list.address_bytes.get();
+  for (size_t i = 0; i < list.backends.size(); ++i) {
+    Backend& b = list.backends[i];
+    const std::string_view identity = list.table->identity(i);
+    if (b.address == b.identity) {
+      b.address = identity;
+    } else {
+      std::memcpy(at, b.address.data(), b.address.size());
+      b.address = std::string_view(at, b.address.size());
+      at += b.address.size();
+    }
+    b.identity = identity;
+  }
 }
 
 }  // namespace poise::router

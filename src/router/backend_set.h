@@ -9,11 +9,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
+#include "absl/strings/string_view.h"
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
 #include "src/router/config.h"
@@ -36,6 +38,12 @@ struct BackendCell {
   std::atomic<uint64_t> retried_in{0};
 };
 
+// `s` as absl's string_view (a type of its own in the absl this builds
+// with), for heterogeneous lookups in absl containers keyed by std::string.
+inline absl::string_view AbslView(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
+
 // One address as the resolver gave it.
 struct ResolverEntry {
   std::string address;  // the text gRPC prints for it (NormalizeAddress)
@@ -43,10 +51,13 @@ struct ResolverEntry {
   std::optional<std::string> identity;  // the per-address identity attribute
 };
 
-// One backend of the list.
+// One backend of the list. Its strings are borrowed from the list that holds
+// it (valid while the BackendList lives): the identity from the shared
+// table's row, the address from the same row when it is the identity (the
+// default), else from the list's own buffer.
 struct Backend {
-  std::string address;
-  std::string identity;  // the string hashed for it
+  std::string_view address;
+  std::string_view identity;  // the string hashed for it
   uint32_t weight;
   std::shared_ptr<BackendCell> cell;
 };
@@ -54,11 +65,21 @@ struct Backend {
 // One update's result, immutable: shared by the set, the pickers built from
 // it and the statistics, so none copies identities.
 struct BackendList {
+  BackendList() = default;
+  // Not copyable: the backends' strings point into this list's buffer.
+  BackendList(const BackendList&) = delete;
+  BackendList& operator=(const BackendList&) = delete;
+
   std::vector<Backend> backends;  // resolver order
-  // The backends' identities hashed ahead, in order; null when empty.
+  // The backends' identities hashed ahead, in order; null when empty. From
+  // the process-wide internal::IdentityStore: every list of the process
+  // naming the same identities in the same order holds the same table, and
+  // it owns the identity strings the backends borrow.
   std::shared_ptr<const IdentityTable> table;
   // Where the backends' calls in flight count (never null).
   std::shared_ptr<LoadScope> scope;
+  // The addresses that are not their backend's identity, end to end.
+  std::unique_ptr<char[]> address_bytes;
 };
 
 // The current backend list and the cells of the identities it has known.
@@ -78,12 +99,15 @@ struct BackendList {
 // leaves and returns starts a new cell. The cell's in-flight counter comes
 // from the set's LoadScope, which finds it by identity while anyone holds it:
 // an identity that returns while its calls are in flight gets the same
-// counter back. The IdentityTable is kept when an
-// update lists the same identities in the same order (a re-resolution),
-// because building it costs 0.5-1.3 us per backend.
+// counter back. The IdentityTable is kept when an update lists the same
+// identities in the same order (a re-resolution); otherwise it comes from
+// the process-wide store (poise/internal/identity_store.h), which hashes only
+// identities no live table has (0.4-3 us each) and shares the table with
+// every set naming the same sequence.
 //
-// Not thread-safe: the policy updates it from its work serializer. The lists
-// it hands out are immutable and safe to share.
+// Not thread-safe: the policy updates it from its work serializer (sets of
+// different channels may update concurrently: the store is thread-safe).
+// The lists it hands out are immutable and safe to share.
 class BackendSet final {
  public:
   // What Update() asks its caller about each backend it is about to list.
@@ -102,6 +126,7 @@ class BackendSet final {
     size_t duplicate_identities = 0;  // entries dropped by rule 3
     size_t refused = 0;               // entries admit() refused
     bool table_rebuilt = false;       // false: the previous table was kept
+                                      // (true also when the store had it)
   };
 
   // Counts calls in flight in a scope of its own until SetLoadScope().
@@ -133,6 +158,10 @@ class BackendSet final {
   bool empty() const { return list_->backends.empty(); }
 
  private:
+  // Points every backend's strings into `list` (its table's rows, its own
+  // address buffer) instead of the update's arguments.
+  static void BorrowFromList(BackendList& list);
+
   std::shared_ptr<const BackendList> list_;
   std::shared_ptr<LoadScope> scope_;
 };

@@ -52,10 +52,12 @@ RoutingState NextRoutingState(RoutingState current, Connectivity reported);
 
 // A backend's routing state and the status of its last failure.
 struct BackendState {
-  RoutingState routing = RoutingState::kPending;
   // Set by each TRANSIENT_FAILURE report, and to UNAVAILABLE "connection
-  // lost" when the backend leaves READY for IDLE or CONNECTING.
+  // lost" when the backend leaves READY for IDLE or CONNECTING. First: the
+  // two flags then share its last word (16 bytes, not 24, per backend and
+  // channel).
   absl::Status last_failure;
+  RoutingState routing = RoutingState::kPending;
   // Failed by leaving READY, with no TRANSIENT_FAILURE since: reconnecting.
   bool reconnecting = false;
 

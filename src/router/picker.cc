@@ -31,6 +31,14 @@ DecisionScratch& Scratch() {
 // ---------------------------------------------------------------------------
 // Construction
 
+bool Picker::AnyPending(size_t n, const std::vector<BackendState>& states) {
+  if (states.size() < n) return true;
+  for (size_t i = 0; i < n; ++i) {
+    if (states[i].routing == RoutingState::kPending) return true;
+  }
+  return false;
+}
+
 std::vector<Candidate> Picker::CandidatesOf(
     const BackendList& list, const std::vector<BackendState>& states,
     const std::vector<uint32_t>& weights, bool ready_only) {
@@ -63,9 +71,12 @@ Picker::Picker(std::shared_ptr<const Config> config,
       bounded_policy_(
           BoundedLoadRendezvous::Create(config_->balance_factor_percent)
               .value_or(BoundedLoadRendezvous())),
-      all_(CandidatesOf(*list_, states, effective_weights,
-                        /*ready_only=*/false),
-           list_->table),
+      any_pending_(AnyPending(list_->backends.size(), states)),
+      all_(any_pending_ ? std::make_optional<PreparedCandidates>(
+                              CandidatesOf(*list_, states, effective_weights,
+                                           /*ready_only=*/false),
+                              list_->table)
+                        : std::nullopt),
       ready_(CandidatesOf(*list_, states, effective_weights,
                           /*ready_only=*/true),
              list_->table) {
@@ -77,7 +88,6 @@ Picker::Picker(std::shared_ptr<const Config> config,
         i >= states.size() || states[i].routing == RoutingState::kPending;
     entries_.push_back(Entry{list_->backends[i].cell, pending});
     counters_.push_back(list_->backends[i].cell->in_flight.get());
-    any_pending_ |= pending;
   }
 }
 
@@ -145,7 +155,7 @@ PickOutcome Picker::Fail(absl::Status status) const {
 }
 
 bool Picker::OwnerIsPending(std::string_view key) const {
-  const Result<size_t> owner = all_.Pick(key);
+  const Result<size_t> owner = all_->Pick(key);  // set: some are pending
   return owner.ok() && entries_[owner.value()].pending;
 }
 

@@ -131,6 +131,8 @@ class Picker final {
   };
 
   // The list as candidates: every backend eligible, or only the READY ones.
+  // Whether some backend is pending (one without a state is).
+  static bool AnyPending(size_t n, const std::vector<BackendState>& states);
   static std::vector<Candidate> CandidatesOf(
       const BackendList& list, const std::vector<BackendState>& states,
       const std::vector<uint32_t>& weights, bool ready_only);
@@ -171,9 +173,12 @@ class Picker final {
   // Whether some backend is pending. Without one, the owner's state never
   // changes the answer (READY: it leads the READY order; failed: its keys
   // go to their next READY choice), so the owner is not computed.
-  bool any_pending_ = false;
-  // Both over the list's IdentityTable.
-  const PreparedCandidates all_;    // every backend: who owns the key
+  const bool any_pending_;
+  // Both over the list's IdentityTable. Every backend (who owns the key):
+  // only while some backend is pending, the only time it is read (a
+  // channel's pickers are mostly built with none, and it costs 28 bytes per
+  // backend).
+  const std::optional<PreparedCandidates> all_;
   const PreparedCandidates ready_;  // READY backends: who may serve it
 };
 

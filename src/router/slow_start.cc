@@ -72,9 +72,13 @@ SlowStart::Weights SlowStart::Observe(const BackendList& list,
   for (size_t i = 0; i < n; ++i) {
     const Backend& b = list.backends[i];
     listed.insert(b.identity);
-    auto [it, added] = records_.try_emplace(b.identity);
+    // The key's own copy: a record outlives the list that borrowed it.
+    auto it = records_.find(AbslView(b.identity));
+    if (it == records_.end()) {
+      it = records_.emplace(std::string(b.identity), Record{}).first;
+      it->second.cold = ever_ready_;  // new after the channel's start
+    }
     Record& r = it->second;
-    if (added) r.cold = ever_ready_;  // new after the channel's start
     const bool ready = is_ready(i);
     any_ready |= ready;
     if (ready && !r.ready) {
@@ -113,7 +117,7 @@ SlowStart::Weights SlowStart::Observe(const BackendList& list,
   for (size_t i = 0; i < n; ++i) {
     const Backend& b = list.backends[i];
     max_weight = std::max<uint64_t>(max_weight, b.weight);
-    Record& r = records_.find(b.identity)->second;
+    Record& r = records_.find(AbslView(b.identity))->second;
     if (!r.ramp_start.has_value()) continue;
     const absl::Duration elapsed = now - *r.ramp_start;
     const uint32_t step = StepAt(window, elapsed, steps);

@@ -8,8 +8,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "poise/internal/identity_store.h"
 #include "test/router/router_test_util.h"
 
 namespace poise::router {
@@ -278,6 +280,115 @@ TEST(BackendSet, ARefusedBackendIsSkippedAndItsDuplicateMayTakeItsPlace) {
   EXPECT_EQ(set.backends()[0].address, AddressOf(1));
   EXPECT_EQ(set.backends()[1].address, AddressOf(0));
   EXPECT_EQ(set.backends()[1].weight, 6u);
+}
+
+// ---------------------------------------------------------------------------
+// Shared across sets (channels): the process-wide identity store
+
+internal::IdentityStoreCounts StoreCounts() {
+  return internal::IdentityStore::Global().counts();
+}
+
+TEST(BackendSet, HundredSetsOfTheSameBackendsShareRowsAndOneTable) {
+  const internal::IdentityStoreCounts start = StoreCounts();
+  {
+    std::vector<std::unique_ptr<BackendSet>> sets;
+    for (int c = 0; c < 100; ++c) {
+      sets.push_back(std::make_unique<BackendSet>());
+      sets.back()->Update(Entries(1000), ValidConfig());
+    }
+    const internal::IdentityStoreCounts counts = StoreCounts();
+    EXPECT_EQ(counts.rows - start.rows, 1000u);
+    EXPECT_EQ(counts.tables - start.tables, 1u);
+    EXPECT_EQ(counts.identities_hashed - start.identities_hashed, 1000u);
+    for (const auto& set : sets) EXPECT_EQ(set->table(), sets[0]->table());
+    // No set copies the strings: identity and address (the same text here)
+    // are the shared row's.
+    const IdentityTable& table = *sets[0]->table();
+    for (const auto& set : sets) {
+      for (size_t i = 0; i < 1000; i += 97) {
+        const Backend& b = set->backends()[i];
+        EXPECT_EQ(b.identity.data(), table.identity(i).data());
+        EXPECT_EQ(b.address.data(), table.identity(i).data());
+        EXPECT_EQ(b.address, AddressOf(i));
+      }
+    }
+  }
+  // The last set gone: rows and table freed.
+  EXPECT_EQ(StoreCounts().rows, start.rows);
+  EXPECT_EQ(StoreCounts().tables, start.tables);
+}
+
+TEST(BackendSet, AnUpdateChangingOneAddressHashesOneIdentity) {
+  BackendSet a;
+  BackendSet b;
+  a.Update(Entries(1000), ValidConfig());
+  b.Update(Entries(1000), ValidConfig());
+  const internal::IdentityStoreCounts before = StoreCounts();
+  std::vector<ResolverEntry> moved = Entries(1000);
+  moved[500] = Entry("10.9.9.9:80");
+  EXPECT_TRUE(a.Update(moved, ValidConfig()).table_rebuilt);
+  internal::IdentityStoreCounts after = StoreCounts();
+  EXPECT_EQ(after.identities_hashed - before.identities_hashed, 1u);
+  EXPECT_EQ(after.tables_built - before.tables_built, 1u);
+  // The second channel getting the same update builds and hashes nothing.
+  b.Update(moved, ValidConfig());
+  EXPECT_EQ(b.table(), a.table());
+  after = StoreCounts();
+  EXPECT_EQ(after.identities_hashed - before.identities_hashed, 1u);
+  EXPECT_EQ(after.tables_built - before.tables_built, 1u);
+  // The old table had no holder left: only the new one is alive.
+  EXPECT_EQ(after.tables, before.tables);
+  EXPECT_EQ(after.rows, before.rows);  // one row in, one out
+}
+
+TEST(BackendSet, AddressesOtherThanTheIdentityLiveInTheList) {
+  Config config = ValidConfig();
+  config.endpoints = {{AddressOf(1), {}, "one"}};
+  BackendSet set;
+  set.Update(Entries(3), config);
+  const std::shared_ptr<const BackendList> list = set.list();
+  EXPECT_EQ(list->backends[1].identity, "one");
+  EXPECT_EQ(list->backends[1].identity.data(), list->table->identity(1).data());
+  EXPECT_EQ(list->backends[1].address, AddressOf(1));
+  EXPECT_EQ(list->backends[1].address.data(), list->address_bytes.get());
+  set.Update({}, config);  // the list handed out keeps its strings
+  EXPECT_EQ(list->backends[1].address, AddressOf(1));
+  EXPECT_EQ(list->backends[2].identity, AddressOf(2));
+}
+
+// Channels update from their own threads at once (also run under TSan).
+TEST(BackendSet, ConcurrentUpdatesFromManyChannels) {
+  const internal::IdentityStoreCounts start = StoreCounts();
+  constexpr int kThreads = 4;
+  constexpr int kSetsPerThread = 10;
+  std::vector<std::vector<std::unique_ptr<BackendSet>>> sets(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto& mine = sets[static_cast<size_t>(t)];
+      for (int c = 0; c < kSetsPerThread; ++c) {
+        mine.push_back(std::make_unique<BackendSet>());
+      }
+      // Every set walks the same updates: 200 backends, then one moved.
+      for (int round = 0; round < 20; ++round) {
+        std::vector<ResolverEntry> entries = Entries(200);
+        entries[static_cast<size_t>(round) % 200] = Entry("10.8.8.8:80");
+        for (auto& set : mine) set->Update(entries, ValidConfig());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  const BackendSet& first = *sets[0][0];
+  for (const auto& mine : sets) {
+    for (const auto& set : mine) EXPECT_EQ(set->table(), first.table());
+  }
+  const internal::IdentityStoreCounts counts = StoreCounts();
+  EXPECT_EQ(counts.tables - start.tables, 1u);
+  EXPECT_EQ(counts.rows - start.rows, 200u);
+  sets.clear();
+  EXPECT_EQ(StoreCounts().rows, start.rows);
+  EXPECT_EQ(StoreCounts().tables, start.tables);
 }
 
 }  // namespace

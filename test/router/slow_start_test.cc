@@ -199,7 +199,7 @@ TEST(SlowStartRamp, EveryStepIsTheCoresDecisionAndNoKeyMovesTwice) {
   // At the end: exactly the contract with the full weights.
   std::vector<contract::Backend> full;
   for (const Backend& b : channel.set.backends()) {
-    full.push_back({b.identity, b.weight, 0, true});
+    full.push_back({std::string(b.identity), b.weight, 0, true});
   }
   for (size_t k = 0; k < 20'000; ++k) {
     const std::string key = "key-" + std::to_string(k);
