@@ -28,7 +28,7 @@ void BackendSet::SetLoadScope(std::shared_ptr<LoadScope> scope) {
 
 void BackendSet::Clear() {
   for (const Backend& b : list_->backends) {
-    list_->scope->Park(b.identity, b.cell->in_flight);
+    list_->scope->Park(b.identity, SharedCounter(b.cell));
   }
   list_ = EmptyList(scope_);
 }
@@ -109,9 +109,8 @@ BackendSet::UpdateReport BackendSet::Update(
     identities.insert(identity);
     const auto kept = previous_cells.find(identity);
     std::shared_ptr<BackendCell> cell =
-        kept != previous_cells.end()
-            ? previous->backends[kept->second].cell
-            : std::make_shared<BackendCell>(scope_->CounterFor(identity));
+        kept != previous_cells.end() ? previous->backends[kept->second].cell
+                                     : NewCell(identity);
     // Borrowed from `entries` and `config` until BorrowFromList() below.
     next->backends.push_back(
         Backend{entry.address, identity, weight, std::move(cell)});
@@ -136,13 +135,20 @@ BackendSet::UpdateReport BackendSet::Update(
   if (same_scope) {
     for (const Backend& b : previous->backends) {
       if (!identities.contains(b.identity)) {
-        scope_->Park(b.identity, b.cell->in_flight);
+        scope_->Park(b.identity, SharedCounter(b.cell));
       }
     }
   }
   BorrowFromList(*next);
   list_ = std::move(next);
   return report;
+}
+
+std::shared_ptr<BackendCell> BackendSet::NewCell(std::string_view identity) {
+  std::shared_ptr<InFlightCounter> shared = scope_->SharedCounterFor(identity);
+  if (shared != nullptr)
+    return std::make_shared<BackendCell>(std::move(shared));
+  return std::make_shared<BackendCell>(scope_);
 }
 
 void BackendSet::BorrowFromList(BackendList& list) {

@@ -24,19 +24,49 @@
 namespace poise::router {
 
 // Per-backend-identity state of one channel, shared by the backend set, every
-// picker generation and every call still in flight to it, so a call that
-// outlives its backend's removal still releases into the right counter.
-struct BackendCell {
-  explicit BackendCell(std::shared_ptr<InFlightCounter> counter)
-      : in_flight(std::move(counter)) {}
+// picker generation and every call still in flight to it (SharedCounter), so
+// a call that outlives its backend's removal still releases into the right
+// counter. One allocation per backend and channel (80 bytes): a process may
+// hold 100 channels to 1,000 backends.
+class BackendCell final {
+ public:
+  // Counts in a counter of its own, into `scope`'s total (a channel's own
+  // scope, for an identity it has no counter of yet).
+  explicit BackendCell(const std::shared_ptr<LoadScope>& scope)
+      : own_(InFlightCounter::kNoLimit, scope->mutable_total()),
+        in_flight(&own_),
+        keep_(scope) {}
+  // Counts in `shared` (a named scope's counter of the identity, or the one
+  // it had before it left the list).
+  explicit BackendCell(std::shared_ptr<InFlightCounter> shared)
+      : in_flight(shared.get()), keep_(std::move(shared)) {}
+  BackendCell(const BackendCell&) = delete;
+  BackendCell& operator=(const BackendCell&) = delete;
+
+ private:
+  InFlightCounter own_;  // unused when counting in a shared counter
+
+ public:
   // The identity's calls in flight in the channel's load scope: this
   // channel's alone (loadScope CHANNEL) or every channel's of the scope.
-  const std::shared_ptr<InFlightCounter> in_flight;
+  InFlightCounter* const in_flight;
   // This channel's picks of the backend.
   std::atomic<uint64_t> picks{0};
   std::atomic<uint64_t> spilled_in{0};
   std::atomic<uint64_t> retried_in{0};
+
+ private:
+  // What `in_flight` counts into: the scope (own_'s total) or the shared
+  // counter.
+  std::shared_ptr<const void> keep_;
 };
+
+// `cell`'s in-flight counter, keeping the cell (and so what it counts into)
+// alive: what a call's slot holds.
+inline std::shared_ptr<InFlightCounter> SharedCounter(
+    const std::shared_ptr<BackendCell>& cell) {
+  return {cell, cell->in_flight};
+}
 
 // `s` as absl's string_view (a type of its own in the absl this builds
 // with), for heterogeneous lookups in absl containers keyed by std::string.
@@ -158,6 +188,9 @@ class BackendSet final {
   bool empty() const { return list_->backends.empty(); }
 
  private:
+  // A cell for `identity`, new to the list: counting in the scope's shared
+  // counter of it if there is one, else in its own.
+  std::shared_ptr<BackendCell> NewCell(std::string_view identity);
   // Points every backend's strings into `list` (its table's rows, its own
   // address buffer) instead of the update's arguments.
   static void BorrowFromList(BackendList& list);

@@ -55,17 +55,17 @@ std::shared_ptr<LoadScope> LoadScope::Named(std::string_view name) {
   return scope;
 }
 
-std::shared_ptr<InFlightCounter> LoadScope::CounterFor(
+std::shared_ptr<InFlightCounter> LoadScope::SharedCounterFor(
     std::string_view identity) {
   std::lock_guard<std::mutex> lock(mu_);
   PruneLocked();
   const std::string key(identity);
   if (!named_) {
     const auto parked = counters_.find(key);
-    if (parked == counters_.end()) return NewCounterLocked();
+    if (parked == counters_.end()) return nullptr;
     std::shared_ptr<InFlightCounter> counter = parked->second.lock();
     counters_.erase(parked);  // listed again: its set carries it now
-    return counter != nullptr ? counter : NewCounterLocked();
+    return counter;
   }
   std::weak_ptr<InFlightCounter>& slot = counters_[key];
   std::shared_ptr<InFlightCounter> counter = slot.lock();

@@ -47,14 +47,16 @@ class LoadScope final : public std::enable_shared_from_this<LoadScope> {
   LoadScope(const LoadScope&) = delete;
   LoadScope& operator=(const LoadScope&) = delete;
 
-  // The live counter of `identity` (for a scope of its own: one parked
-  // while its calls were in flight), else a new one. Unlimited: limits are
-  // the callers' (InFlightCounter::TryAcquireWithin).
-  std::shared_ptr<InFlightCounter> CounterFor(std::string_view identity);
+  // A named scope: the live counter of `identity`, else a new one. A scope
+  // of its own: the counter parked for `identity` while its calls were in
+  // flight, else null (its backend set then counts in a counter of its own,
+  // into mutable_total()). Unlimited: limits are the callers'
+  // (InFlightCounter::TryAcquireWithin).
+  std::shared_ptr<InFlightCounter> SharedCounterFor(std::string_view identity);
 
   // `identity` left its backend list while `counter` may still count calls:
-  // a scope of its own keeps it findable by CounterFor() until they end (a
-  // named scope always can).
+  // a scope of its own keeps it findable by SharedCounterFor() until they end
+  // (a named scope always can).
   void Park(std::string_view identity,
             const std::shared_ptr<InFlightCounter>& counter);
 
@@ -62,12 +64,14 @@ class LoadScope final : public std::enable_shared_from_this<LoadScope> {
   // sum of the counters, below it for a moment while a slot is being taken
   // or given back (InFlightCounter).
   const InFlightCounter& total() const { return total_; }
+  // For counters that count into it (they must not outlive the scope).
+  InFlightCounter* mutable_total() { return &total_; }
 
   // Whether this is a process-wide scope made by Named().
   bool named() const { return named_; }
   const std::string& name() const { return name_; }
-  // The counters CounterFor() can find now (for tests): every live one of a
-  // named scope, the parked live ones of a scope of its own.
+  // The counters SharedCounterFor() can find now (for tests): every live one of
+  // a named scope, the parked live ones of a scope of its own.
   size_t findable_counters() const;
 
  private:

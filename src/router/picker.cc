@@ -80,14 +80,14 @@ Picker::Picker(std::shared_ptr<const Config> config,
       ready_(CandidatesOf(*list_, states, effective_weights,
                           /*ready_only=*/true),
              list_->table) {
-  entries_.reserve(list_->backends.size());
   counters_.reserve(list_->backends.size());
+  pending_.reserve(list_->backends.size());
   for (size_t i = 0; i < list_->backends.size(); ++i) {
     // A backend without a state is taken as pending (never READY yet).
     const bool pending =
         i >= states.size() || states[i].routing == RoutingState::kPending;
-    entries_.push_back(Entry{list_->backends[i].cell, pending});
-    counters_.push_back(list_->backends[i].cell->in_flight.get());
+    pending_.push_back(pending);
+    counters_.push_back(list_->backends[i].cell->in_flight);
   }
 }
 
@@ -105,7 +105,7 @@ PickOutcome Picker::Pick(const PickRequest& request) const {
 
 PickOutcome Picker::Complete(size_t index, bool spilled,
                              InFlightGuard slot) const {
-  BackendCell& cell = *entries_[index].cell;
+  BackendCell& cell = *list_->backends[index].cell;
   stats_->picks.fetch_add(1, std::memory_order_relaxed);
   cell.picks.fetch_add(1, std::memory_order_relaxed);
   if (spilled) {
@@ -156,7 +156,7 @@ PickOutcome Picker::Fail(absl::Status status) const {
 
 bool Picker::OwnerIsPending(std::string_view key) const {
   const Result<size_t> owner = all_->Pick(key);  // set: some are pending
-  return owner.ok() && entries_[owner.value()].pending;
+  return owner.ok() && pending_[owner.value()];
 }
 
 PickOutcome Picker::PickWithoutKey() const {
@@ -231,8 +231,8 @@ PickOutcome Picker::PickRetry(std::string_view key,
           : PickNextChoice(key, previous_attempts);
   if (const auto* c = std::get_if<PickOutcome::Complete>(&outcome.result)) {
     stats_->retries.fetch_add(1, std::memory_order_relaxed);
-    entries_[c->backend].cell->retried_in.fetch_add(1,
-                                                    std::memory_order_relaxed);
+    list_->backends[c->backend].cell->retried_in.fetch_add(
+        1, std::memory_order_relaxed);
   }
   return outcome;
 }

@@ -124,12 +124,6 @@ class Picker final {
   const std::vector<Backend>& backends() const { return list_->backends; }
 
  private:
-  // The snapshot of one backend that a pick reads.
-  struct Entry {
-    std::shared_ptr<BackendCell> cell;
-    bool pending;
-  };
-
   // The list as candidates: every backend eligible, or only the READY ones.
   // Whether some backend is pending (one without a state is).
   static bool AnyPending(size_t n, const std::vector<BackendState>& states);
@@ -143,8 +137,8 @@ class Picker final {
   // A slot on backend `index`'s counter unless it is at the limit (0: none).
   // The guard keeps the counter alive.
   InFlightGuard TryAcquire(size_t index) const {
-    const Entry& entry = entries_[index];
-    return InFlightGuard::TryAcquireWithin(entry.cell->in_flight, limit_);
+    return InFlightGuard::TryAcquireWithin(
+        SharedCounter(list_->backends[index].cell), limit_);
   }
   // The cold paths.
   POISE_COLD PickOutcome PickWithoutKey() const;
@@ -167,9 +161,10 @@ class Picker final {
   const bool track_load_;
   const uint64_t limit_;  // maxInFlightPerBackend; 0: none
   const BoundedLoadRendezvous bounded_policy_;
-  std::vector<Entry> entries_;  // by backend index
-  // entries_[i].cell->in_flight, in one array: a bounded pick may read all.
+  // list_->backends[i].cell->in_flight, in one array: a bounded pick may
+  // read several.
   std::vector<const InFlightCounter*> counters_;
+  std::vector<bool> pending_;  // by backend index
   // Whether some backend is pending. Without one, the owner's state never
   // changes the answer (READY: it leads the READY order; failed: its keys
   // go to their next READY choice), so the owner is not computed.

@@ -124,16 +124,16 @@ TEST(BackendSet, EveryBackendHasItsOwnCell) {
 TEST(BackendSet, AnIdentityThatLeavesAndReturnsWhileInFlightKeepsItsCounter) {
   BackendSet set;
   set.Update(Entries(3), ValidConfig());
-  const InFlightCounter* counter = set.backends()[1].cell->in_flight.get();
+  const InFlightCounter* counter = set.backends()[1].cell->in_flight;
   InFlightGuard call =
-      InFlightGuard::TryAcquire(set.backends()[1].cell->in_flight);
+      InFlightGuard::TryAcquire(SharedCounter(set.backends()[1].cell));
   ASSERT_TRUE(call.held());
   // Gone from the list, its counter held only by the call.
   set.Update({Entry(AddressOf(0)), Entry(AddressOf(2))}, ValidConfig());
   ASSERT_EQ(set.size(), 2u);
   EXPECT_EQ(set.load_scope()->findable_counters(), 1u);  // parked
   set.Update(Entries(3), ValidConfig());
-  EXPECT_EQ(set.backends()[1].cell->in_flight.get(), counter);
+  EXPECT_EQ(set.backends()[1].cell->in_flight, counter);
   EXPECT_EQ(set.backends()[1].cell->in_flight->Load(), 1u);
   EXPECT_EQ(set.load_scope()->total().Load(), 1u);
   call.Release();
@@ -156,11 +156,11 @@ TEST(BackendSet, SetsInOneNamedScopeShareCountersAndTotal) {
     set.Update(Entries(2), ValidConfig());
   }
   InFlightGuard a =
-      InFlightGuard::TryAcquire(sets[0].backends()[1].cell->in_flight);
+      InFlightGuard::TryAcquire(SharedCounter(sets[0].backends()[1].cell));
   InFlightGuard b =
-      InFlightGuard::TryAcquire(sets[2].backends()[1].cell->in_flight);
+      InFlightGuard::TryAcquire(SharedCounter(sets[2].backends()[1].cell));
   InFlightGuard c =
-      InFlightGuard::TryAcquire(sets[1].backends()[0].cell->in_flight);
+      InFlightGuard::TryAcquire(SharedCounter(sets[1].backends()[0].cell));
   EXPECT_EQ(sets[1].backends()[1].cell->in_flight->Load(), 2u);
   EXPECT_EQ(sets[1].load_scope()->total().Load(), 3u);
   EXPECT_NE(sets[0].backends()[1].cell, sets[2].backends()[1].cell);  // stats

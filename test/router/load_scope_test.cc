@@ -47,15 +47,17 @@ TEST(LoadScope, ScopesOfTheirOwnAreDistinct) {
   std::shared_ptr<LoadScope> b = LoadScope::Create();
   EXPECT_NE(a, b);
   EXPECT_FALSE(a->named());
-  a->CounterFor("x")->TryAcquire();  // released with the counter below
+  auto cell = std::make_shared<BackendCell>(a);  // counts into a's total
+  InFlightGuard call = InFlightGuard::TryAcquire(SharedCounter(cell));
+  EXPECT_EQ(a->total().Load(), 1u);
   EXPECT_EQ(b->total().Load(), 0u);
 }
 
 TEST(LoadScope, ACounterIsFoundByIdentityWhileHeldAndCountsIntoTheTotal) {
   std::shared_ptr<LoadScope> scope = LoadScope::Named("load-scope-test-find");
-  std::shared_ptr<InFlightCounter> x = scope->CounterFor("x");
-  EXPECT_EQ(scope->CounterFor("x"), x);
-  std::shared_ptr<InFlightCounter> y = scope->CounterFor("y");
+  std::shared_ptr<InFlightCounter> x = scope->SharedCounterFor("x");
+  EXPECT_EQ(scope->SharedCounterFor("x"), x);
+  std::shared_ptr<InFlightCounter> y = scope->SharedCounterFor("y");
   EXPECT_NE(x, y);
   InFlightGuard one = InFlightGuard::TryAcquire(x);
   InFlightGuard two = InFlightGuard::TryAcquire(y);
@@ -63,7 +65,7 @@ TEST(LoadScope, ACounterIsFoundByIdentityWhileHeldAndCountsIntoTheTotal) {
   EXPECT_EQ(scope->total().Load(), 3u);
   EXPECT_EQ(scope->findable_counters(), 2u);
   x.reset();  // the guard still holds it
-  EXPECT_EQ(scope->CounterFor("x")->Load(), 1u);
+  EXPECT_EQ(scope->SharedCounterFor("x")->Load(), 1u);
   one.Release();
   two.Release();
   three.Release();
@@ -71,20 +73,21 @@ TEST(LoadScope, ACounterIsFoundByIdentityWhileHeldAndCountsIntoTheTotal) {
   EXPECT_EQ(scope->findable_counters(), 1u);  // y
   y.reset();
   EXPECT_EQ(scope->findable_counters(), 0u);
-  EXPECT_EQ(scope->CounterFor("x")->Load(), 0u);  // a new one
+  EXPECT_EQ(scope->SharedCounterFor("x")->Load(), 0u);  // a new one
 }
 
 TEST(LoadScope, AScopeOfItsOwnFindsOnlyParkedCountersWithCallsInFlight) {
   std::shared_ptr<LoadScope> scope = LoadScope::Create();
-  std::shared_ptr<InFlightCounter> x = scope->CounterFor("x");
-  EXPECT_NE(scope->CounterFor("x"), x);  // its backend set carries it
-  scope->Park("x", x);                   // idle: nothing to keep
+  auto cell = std::make_shared<BackendCell>(scope);
+  EXPECT_EQ(scope->SharedCounterFor("x"), nullptr);  // its set carries it
+  scope->Park("x", SharedCounter(cell));             // idle: nothing to keep
   EXPECT_EQ(scope->findable_counters(), 0u);
-  InFlightGuard call = InFlightGuard::TryAcquire(x);
-  scope->Park("x", x);
-  x.reset();
+  InFlightGuard call = InFlightGuard::TryAcquire(SharedCounter(cell));
+  scope->Park("x", SharedCounter(cell));
+  cell.reset();  // only the call holds it now
   EXPECT_EQ(scope->findable_counters(), 1u);
-  std::shared_ptr<InFlightCounter> back = scope->CounterFor("x");
+  std::shared_ptr<InFlightCounter> back = scope->SharedCounterFor("x");
+  ASSERT_NE(back, nullptr);
   EXPECT_EQ(back->Load(), 1u);                // the same counter
   EXPECT_EQ(scope->findable_counters(), 0u);  // listed again
   call.Release();
@@ -97,7 +100,7 @@ TEST(LoadScope, ACounterKeepsItsScopeAlive) {
   {
     std::shared_ptr<LoadScope> scope = LoadScope::Named("load-scope-test-c");
     weak = scope;
-    call = InFlightGuard::TryAcquire(scope->CounterFor("x"));
+    call = InFlightGuard::TryAcquire(scope->SharedCounterFor("x"));
   }
   ASSERT_FALSE(weak.expired());
   EXPECT_EQ(weak.lock()->total().Load(), 1u);
@@ -129,7 +132,7 @@ TEST(LoadScope, ManyThreadsLookingUpAndCountingAgree) {
       std::shared_ptr<LoadScope> mine = LoadScope::Named("load-scope-test-mt");
       for (int k = 0; k < 2000; ++k) {
         InFlightGuard g = InFlightGuard::TryAcquire(
-            mine->CounterFor("id-" + std::to_string((t * 7 + k) % 13)));
+            mine->SharedCounterFor("id-" + std::to_string((t * 7 + k) % 13)));
         EXPECT_TRUE(g.held());
       }
     });

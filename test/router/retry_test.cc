@@ -155,7 +155,7 @@ TEST_F(RetryTest, ABoundedRetryTakesTheNextChoiceWithRoom) {
   for (size_t b : {0u, 1u}) {
     for (int n = 0; n < 3; ++n) {
       InFlightGuard g = InFlightGuard::TryAcquireWithin(
-          set_.backends()[b].cell->in_flight, 0);
+          SharedCounter(set_.backends()[b].cell), 0);
       held.push_back(
           PickOutcome{PickOutcome::Complete{b, false, std::move(g)}});
     }
@@ -187,7 +187,7 @@ TEST_F(RetryTest, ARetryRespectsTheHardLimit) {
     std::vector<PickOutcome> held;
     {
       InFlightGuard g = InFlightGuard::TryAcquireWithin(
-          set_.backends()[order[1]].cell->in_flight, 1);
+          SharedCounter(set_.backends()[order[1]].cell), 1);
       ASSERT_TRUE(g.held());
       held.push_back(
           PickOutcome{PickOutcome::Complete{order[1], false, std::move(g)}});
