@@ -486,7 +486,8 @@ void BM_RingBuild(benchmark::State& state) {
 }
 
 // Acquire + release of one in-flight slot; Threads(2) on one shared counter
-// versus one counter per thread (each on its own cache line).
+// versus one counter per thread (separate allocations; counters are not
+// padded to a cache line, see poise/in_flight.h).
 std::shared_ptr<poise::InFlightCounter> g_shared =
     std::make_shared<poise::InFlightCounter>();
 

@@ -12,6 +12,12 @@
 # 1.5 minutes; MEMORY=0 skips it; MEMORY_BASE=<git ref> also builds that
 # commit's libraries with this checkout's memory_bench.cc in a temporary
 # directory and prints its table first, e.g. MEMORY_BASE=main: "today").
+# Then, where valgrind is installed, two instruction counts under callgrind
+# (deterministic, unlike the times above; valgrind runs the portable
+# kernel): an address update against a full table build
+# (poise_table_update_ir, seconds; IR=0 skips it), and instructions per call
+# end to end (bench/callgrind.sh, about a minute per n; CALLGRIND_SIZES
+# chooses the n, default "3 10 100"; CALLGRIND=0 skips it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
@@ -153,4 +159,37 @@ if [[ ${MEMORY:-1} != 0 ]]; then
   echo
   echo "this checkout:"
   "$build/bench/poise_memory_bench"
+fi
+
+# Instruction counts (callgrind): an address update vs a full table build,
+# then the end-to-end instructions per call.
+if command -v valgrind >/dev/null; then
+  if [[ ${IR:-1} != 0 ]]; then
+    cmake --build "$build" -j2 --target poise_table_update_ir >/dev/null
+    ir=$(mktemp -d)
+    reps=5
+    (cd "$ir" && valgrind --tool=callgrind --instr-atstart=no \
+      "$build/bench/poise_table_update_ir" 1000 "$reps" >/dev/null 2>&1)
+    echo
+    echo "identity table, n = 1000, instructions (callgrind, portable kernel), per operation"
+    echo "| operation | Ir | of a full build |"
+    echo "|---|---:|---:|"
+    full=
+    for f in "$ir"/callgrind.out.*.*; do
+      name=$(sed -n 's/^desc: Trigger: Client Request: //p' "$f")
+      total=$(sed -n 's/^totals: //p' "$f")
+      per=$((total / reps))
+      [[ -z $full ]] && full=$per
+      echo "| $name | $per | $(awk -v a="$per" -v b="$full" 'BEGIN{printf "%.1f %%", 100*a/b}') |"
+    done
+    rm -rf "$ir"
+  fi
+  if [[ ${CALLGRIND:-1} != 0 ]]; then
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPOISE_BUILD_GRPC=ON \
+      -DPOISE_BUILD_EXAMPLES=ON -DPOISE_BUILD_BENCHMARKS=ON >/dev/null
+    cmake --build "$build" -j2 --target poise_e2e_bench >/dev/null
+    echo
+    # shellcheck disable=SC2086
+    BUILD=$build "$root/bench/callgrind.sh" 2000 ${CALLGRIND_SIZES:-3 10 100}
+  fi
 fi
