@@ -1,5 +1,6 @@
 #include "poise/prepared_candidates.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "candidate_hash.h"
@@ -43,10 +44,10 @@ PreparedCandidates::PreparedCandidates(
   }
   survivor_threshold_ =
       internal::SurvivorThreshold(eligible_.size(), internal::kSurvivorQuota);
+  total_weight_ = total_weight;
   if (weights[1] == 0) {
     path_ = Path::kOneWeight;
     weight_ = weights[0];
-    total_weight_ = total_weight;
     has_second_.clear();
     if (eligible_.size() != n) {
       eligible_bits_.assign((n + 7) / 8, 0);
@@ -110,11 +111,14 @@ namespace {
   return internal::BestEstimate(c, 2, internal::kScoreMargin, unused) == 0;
 }
 
+}  // namespace
+
 // The better of two LargestZ clear of their runners-up (a, of weight wa, and
 // b) by the contract's order: their brackets settle it, or BestEstimate
 // does.
-bool FirstIsBetter(const internal::LargestZ& a, uint32_t wa,
-                   const internal::LargestZ& b, uint32_t wb) {
+bool PreparedCandidates::FirstIsBetter(const internal::LargestZ& a, uint32_t wa,
+                                       const internal::LargestZ& b,
+                                       uint32_t wb) {
   // BestEstimate's first stage, without building a contest: most pairs end
   // here.
   const internal::Bracket ba = internal::ScoreBracket(a.z, wa);
@@ -123,8 +127,6 @@ bool FirstIsBetter(const internal::LargestZ& a, uint32_t wa,
   if (internal::CertifiedAhead(bb, ba, internal::kScoreMargin)) return false;
   return FirstIsBetterByEstimates(a, wa, b, wb);
 }
-
-}  // namespace
 
 // Two weights: the general pass's state with both weights' LargestZ kept in
 // registers (no per-candidate weight search), then OwnerOfTwoWeights, or the
@@ -270,6 +272,170 @@ bool PreparedCandidates::FindLargestZIntoScratch(
   if (!scratch.Fit(candidates_.size())) return false;
   largest = FindLargestZ(KeyHash(key).state(), scratch.hashes_.data());
   return true;
+}
+
+// The walk's first level, after a full owner (prepared_paths.h describes
+// the walk).
+PreparedCandidates::Walk PreparedCandidates::StartWalk(
+    uint32_t factor_percent, uint64_t total_load, size_t owner,
+    DecisionScratch& scratch) const {
+  Walk walk;
+  walk.groups = path_ == Path::kTwoWeights ? 2 : 1;
+  walk.weights[0] = walk.groups == 2 ? first_weight_ : weight_;
+  walk.weights[1] = second_weight_;
+  for (size_t k = 0; k < 2; ++k) {
+    // As in RouteWithTotal: 100 W < 2^64 on the short paths.
+    walk.room[k] = internal::RoomTest{
+        UInt128{factor_percent} * (UInt128{total_load} + 1) * walk.weights[k],
+        uint64_t{100} * total_weight_};
+  }
+  walk.owner = owner;
+  walk.threshold = survivor_threshold_;
+  walk.quota = internal::kSurvivorQuota;
+  walk.listed = 0;
+  walk.cursor[0] = walk.cursor[1] = 0;
+  ListLevel(walk, scratch, /*ceiling=*/0);
+  return walk;
+}
+
+// Appends the eligible candidates whose z lies in [walk.threshold, ceiling)
+// (the first level, ceiling 0: z >= walk.threshold) to the walk's list,
+// sorted by descending z, then index. Every z of a level is below every z
+// listed before it, so the whole list stays sorted.
+void PreparedCandidates::ListLevel(Walk& walk, DecisionScratch& scratch,
+                                   uint64_t ceiling) const {
+  const uint64_t* const z = scratch.hashes_.data();
+  size_t* const list = scratch.survivors_.data();
+  const uint64_t threshold = walk.threshold;
+  const size_t begin = walk.listed;
+  size_t listed = begin;
+  if (begin == 0) {
+    // Branch-free, as SampleLoads lists: the slot written is never past
+    // the ones kept so far.
+    for (const uint32_t i : eligible_) {
+      list[listed] = i;
+      listed += z[i] >= threshold;
+    }
+  } else {
+    // A deeper level (rare): the slot after the kept ones may be past the
+    // list's end once every candidate is listed, so only kept ones are
+    // written.
+    const uint64_t span = ceiling - threshold;
+    for (const uint32_t i : eligible_) {
+      if (z[i] - threshold < span) list[listed++] = i;  // wraps below
+    }
+  }
+  std::sort(list + begin, list + listed, [z](size_t a, size_t b) {
+    return z[a] != z[b] ? z[a] > z[b] : a < b;
+  });
+  walk.listed = listed;
+}
+
+namespace {
+
+// Whether a weight's next candidate to visit comes first among its weight's
+// unvisited: kClear when its z is separated from the next listed one's, or
+// from every unlisted z (below the threshold); kTied when a listed one comes
+// near it (the general search orders them); kUnsettled when only the
+// unlisted might (the next level is listed).
+enum class HeadOrder : uint8_t { kClear, kTied, kUnsettled };
+
+}  // namespace
+
+PreparedCandidates::WalkStep PreparedCandidates::NextInKeyOrder(
+    Walk& walk, DecisionScratch& scratch) const {
+  const uint64_t* const z = scratch.hashes_.data();
+  const size_t* const list = scratch.survivors_.data();
+  const auto group_of = [&](size_t i) -> size_t {
+    return walk.groups == 2 && has_second_[i] != 0 ? 1 : 0;
+  };
+  constexpr WalkStep kGeneralSearch{internal::kNone, 0};
+  for (;;) {
+    size_t head[2] = {internal::kNone, internal::kNone};
+    HeadOrder order[2] = {HeadOrder::kClear, HeadOrder::kClear};
+    for (size_t k = 0; k < walk.groups; ++k) {
+      size_t& c = walk.cursor[k];
+      while (c < walk.listed && group_of(list[c]) != k) ++c;
+      if (c == walk.listed) continue;
+      head[k] = list[c];
+      size_t next = c + 1;
+      while (next < walk.listed && group_of(list[next]) != k) ++next;
+      if (next < walk.listed) {
+        if (!internal::Separated(z[head[k]], z[list[next]])) {
+          order[k] = HeadOrder::kTied;
+        }
+      } else if (walk.threshold != 0 &&
+                 !internal::Separated(z[head[k]], walk.threshold - 1)) {
+        order[k] = HeadOrder::kUnsettled;
+      }
+    }
+    if (order[0] == HeadOrder::kTied || order[1] == HeadOrder::kTied) {
+      return kGeneralSearch;
+    }
+    const bool settled =
+        order[0] == HeadOrder::kClear && order[1] == HeadOrder::kClear;
+    if (settled && head[0] != internal::kNone &&
+        (walk.groups == 1 || head[1] != internal::kNone)) {
+      if (walk.groups == 1) return WalkStep{head[0], 0};
+      const size_t first =
+          FirstIsBetter(
+              internal::LargestZ{z[head[0]], 0, head[0], 1}, walk.weights[0],
+              internal::LargestZ{z[head[1]], 0, head[1], 1}, walk.weights[1])
+              ? 0
+              : 1;
+      return WalkStep{head[first], first};
+    }
+    if (settled && walk.groups == 2 &&
+        (head[0] != internal::kNone) != (head[1] != internal::kNone)) {
+      // One weight has no listed candidate left: none at all at threshold
+      // 0; else the other's goes first if it is certified ahead of every z
+      // below the threshold, as in BestEstimate.
+      const size_t j = head[0] != internal::kNone ? 0 : 1;
+      if (walk.threshold == 0 ||
+          internal::CertifiedAhead(
+              internal::ScoreBracket(z[head[j]], walk.weights[j]),
+              internal::ScoreBracket(walk.threshold - 1, walk.weights[1 - j]),
+              internal::kScoreMargin)) {
+        return WalkStep{head[j], j};
+      }
+    }
+    // Nobody listed left at threshold 0: everyone was visited (stale).
+    if (walk.threshold == 0) return kGeneralSearch;
+    const uint64_t ceiling = walk.threshold;
+    walk.quota *= 4;
+    walk.threshold = internal::SurvivorThreshold(eligible_.size(), walk.quota);
+    ListLevel(walk, scratch, ceiling);
+  }
+}
+
+// Overwrites the walk's list with the eligible candidates it did not visit
+// (their loads are unread); returns how many. A weight's visited are its
+// listed before its cursor, which in the list's order (descending z, then
+// index) are those ahead of the first one not visited, or, past the end,
+// every listed one (z >= threshold).
+size_t PreparedCandidates::ListUnvisited(const Walk& walk,
+                                         DecisionScratch& scratch) const {
+  const uint64_t* const z = scratch.hashes_.data();
+  size_t* const list = scratch.survivors_.data();
+  const auto group_of = [&](size_t i) -> size_t {
+    return walk.groups == 2 && has_second_[i] != 0 ? 1 : 0;
+  };
+  size_t frontier[2] = {internal::kNone, internal::kNone};
+  for (size_t k = 0; k < walk.groups; ++k) {
+    size_t c = walk.cursor[k];
+    while (c < walk.listed && group_of(list[c]) != k) ++c;
+    if (c < walk.listed) frontier[k] = list[c];
+  }
+  size_t unvisited = 0;
+  for (const uint32_t i : eligible_) {
+    const size_t f = frontier[group_of(i)];
+    const bool visited =
+        i == walk.owner ||
+        (f == internal::kNone ? z[i] >= walk.threshold
+                              : z[i] > z[f] || (z[i] == z[f] && i < f));
+    if (!visited) list[unvisited++] = i;
+  }
+  return unvisited;
 }
 
 // The general path, on the loads the short path sampled into `scratch`.
