@@ -166,13 +166,20 @@ class DecisionScratch final {
 
   // Sizes every buffer for n candidates without throwing; false if they
   // could not grow. Within the capacity already held it never allocates.
+  // survivors_ has one slot more: a branch-free listing may write one past
+  // the last index it keeps (PreparedCandidates' walk).
   bool Fit(size_t n) {
     if (n > max_candidates_) return false;
+    // Sized for n already (every decision but the first on a list).
+    if (loads_.size() == n && hashes_.size() == n &&
+        survivors_.size() == n + 1) {
+      return true;
+    }
     if (n > capacity()) {  // a failed attempt may grow some of them
       try {
         loads_.reserve(n);
         hashes_.reserve(n);
-        survivors_.reserve(n);
+        survivors_.reserve(n + 1);
       } catch (const std::bad_alloc&) {
         return false;
       } catch (const std::length_error&) {
@@ -181,7 +188,7 @@ class DecisionScratch final {
     }
     loads_.resize(n);
     hashes_.resize(n);
-    survivors_.resize(n);
+    survivors_.resize(n + 1);
     return true;
   }
 

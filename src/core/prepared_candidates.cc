@@ -275,7 +275,7 @@ bool PreparedCandidates::FindLargestZIntoScratch(
 }
 
 // The walk's first level, after a full owner (prepared_paths.h describes
-// the walk).
+// the walk): the owner is its first visited.
 PreparedCandidates::Walk PreparedCandidates::StartWalk(
     uint32_t factor_percent, uint64_t total_load, size_t owner,
     DecisionScratch& scratch) const {
@@ -292,53 +292,121 @@ PreparedCandidates::Walk PreparedCandidates::StartWalk(
   walk.owner = owner;
   walk.threshold = survivor_threshold_;
   walk.quota = internal::kSurvivorQuota;
-  walk.listed = 0;
-  walk.cursor[0] = walk.cursor[1] = 0;
+  scratch.survivors_[0] = owner;
+  walk.visited = walk.listed = 1;
   ListLevel(walk, scratch, /*ceiling=*/0);
   return walk;
 }
 
-// Appends the eligible candidates whose z lies in [walk.threshold, ceiling)
-// (the first level, ceiling 0: z >= walk.threshold) to the walk's list,
-// sorted by descending z, then index. Every z of a level is below every z
-// listed before it, so the whole list stays sorted.
+// Appends the eligible candidates but the owner whose z lies in
+// [walk.threshold, ceiling) (the first level, ceiling 0: z >=
+// walk.threshold) to the walk's list. Branch-free: which candidates are
+// kept is random, and as branches they would mispredict. The list has room
+// for every candidate and one more (DecisionScratch::Fit): the owner is
+// already in it, and may be written once more before it is dropped.
 void PreparedCandidates::ListLevel(Walk& walk, DecisionScratch& scratch,
                                    uint64_t ceiling) const {
   const uint64_t* const z = scratch.hashes_.data();
   size_t* const list = scratch.survivors_.data();
   const uint64_t threshold = walk.threshold;
-  const size_t begin = walk.listed;
-  size_t listed = begin;
-  if (begin == 0) {
-    // Branch-free, as SampleLoads lists: the slot written is never past
-    // the ones kept so far.
+  const size_t owner = walk.owner;
+  size_t listed = walk.listed;
+  if (threshold == 0 && ceiling == 0) {  // a short list: everyone
     for (const uint32_t i : eligible_) {
       list[listed] = i;
-      listed += z[i] >= threshold;
+      listed += i != owner;
     }
-  } else {
-    // A deeper level (rare): the slot after the kept ones may be past the
-    // list's end once every candidate is listed, so only kept ones are
-    // written.
-    const uint64_t span = ceiling - threshold;
-    for (const uint32_t i : eligible_) {
-      if (z[i] - threshold < span) list[listed++] = i;  // wraps below
-    }
+    walk.listed = listed;
+    return;
   }
-  std::sort(list + begin, list + listed, [z](size_t a, size_t b) {
-    return z[a] != z[b] ? z[a] > z[b] : a < b;
-  });
-  walk.listed = listed;
+  // z - threshold < span: z in [threshold, ceiling), with z below the
+  // threshold wrapping past the span (ceiling 0 stands for 2^64).
+  const uint64_t span = ceiling - threshold;
+  if (internal::ActiveHashKernel() != internal::HashKernel::kAvx512) {
+    for (const uint32_t i : eligible_) {
+      list[listed] = i;
+      listed += (z[i] - threshold < span) & (i != owner);
+    }
+    walk.listed = listed;
+    return;
+  }
+  // Eight z per compare, every slot read (an ineligible one's z may be
+  // anything): then the ineligible and the owner are dropped.
+  const size_t begin = listed;
+  listed += internal::ListZInRangeAvx512(z, candidates_.size(), threshold, span,
+                                         list + listed);
+  const bool every_candidate_eligible = eligible_.size() == candidates_.size();
+  size_t kept = begin;
+  for (size_t s = begin; s < listed; ++s) {
+    const size_t i = list[s];
+    list[kept] = i;
+    kept += (every_candidate_eligible || candidates_[i].IsEligible()) &
+            (i != owner);
+  }
+  walk.listed = kept;
 }
 
 namespace {
 
 // Whether a weight's next candidate to visit comes first among its weight's
-// unvisited: kClear when its z is separated from the next listed one's, or
+// unvisited: kClear when its z is separated from the next listed one's, and
 // from every unlisted z (below the threshold); kTied when a listed one comes
 // near it (the general search orders them); kUnsettled when only the
 // unlisted might (the next level is listed).
-enum class HeadOrder : uint8_t { kClear, kTied, kUnsettled };
+enum class HeadOrder : uint8_t { kNone, kClear, kTied, kUnsettled };
+
+HeadOrder OrderOf(const internal::LargestZ& l, uint64_t threshold) {
+  if (l.count == 0) return HeadOrder::kNone;
+  // Every z taken was 0 (LargestZ leaves no index): a tie.
+  if (l.index == internal::kNone) return HeadOrder::kTied;
+  if (l.count > 1 && !internal::Separated(l.z, l.runner_up)) {
+    return HeadOrder::kTied;
+  }
+  if (threshold != 0 && !internal::Separated(l.z, threshold - 1)) {
+    return HeadOrder::kUnsettled;
+  }
+  return HeadOrder::kClear;
+}
+
+// Each group's LargestZ of list[begin..end)'s z, by position in the list
+// (group_of(i): 0 or 1; best[1] stays empty when every candidate is in group
+// 0), without LargestZ::Offer's branch on a new leader: the walk scans the
+// same few candidates again at every step, where a new leader is as likely
+// as not, so that branch would mispredict about ln(end - begin) times per
+// step. Two passes instead: the largest z, then its position, how many have
+// it (two: a tie, reported as a runner-up equal to it) and the largest of
+// the others; each a short dependency chain.
+template <typename GroupOf>
+void LargestOfListed(const uint64_t* z, const size_t* list, size_t begin,
+                     size_t end, GroupOf group_of, internal::LargestZ* best) {
+  uint64_t top[2] = {0, 0};
+  size_t count[2] = {0, 0};
+  for (size_t s = begin; s < end; ++s) {
+    const size_t i = list[s];
+    const bool second = group_of(i) != 0;
+    count[1] += second;
+    top[0] = std::max(top[0], second ? uint64_t{0} : z[i]);
+    top[1] = std::max(top[1], second ? z[i] : uint64_t{0});
+  }
+  count[0] = end - begin - count[1];
+  size_t position[2] = {internal::kNone, internal::kNone};
+  size_t with_top[2] = {0, 0};
+  uint64_t runner_up[2] = {0, 0};
+  for (size_t s = begin; s < end; ++s) {
+    const size_t i = list[s];
+    const size_t k = group_of(i) != 0 ? 1 : 0;
+    const bool is_top = z[i] == top[k];
+    with_top[k] += is_top;
+    position[k] = is_top ? s : position[k];
+    runner_up[k] = std::max(runner_up[k], is_top ? uint64_t{0} : z[i]);
+  }
+  for (size_t k = 0; k < 2; ++k) {
+    if (with_top[k] > 1) runner_up[k] = top[k];
+    // As LargestZ: a z of 0 never leads.
+    if (top[k] == 0) position[k] = internal::kNone;
+    best[k] = internal::LargestZ{top[k], runner_up[k], position[k], count[k]};
+  }
+}
 
 }  // namespace
 
@@ -346,57 +414,47 @@ PreparedCandidates::WalkStep PreparedCandidates::NextInKeyOrder(
     Walk& walk, DecisionScratch& scratch) const {
   const uint64_t* const z = scratch.hashes_.data();
   const size_t* const list = scratch.survivors_.data();
-  const auto group_of = [&](size_t i) -> size_t {
-    return walk.groups == 2 && has_second_[i] != 0 ? 1 : 0;
-  };
   constexpr WalkStep kGeneralSearch{internal::kNone, 0};
   for (;;) {
-    size_t head[2] = {internal::kNone, internal::kNone};
-    HeadOrder order[2] = {HeadOrder::kClear, HeadOrder::kClear};
-    for (size_t k = 0; k < walk.groups; ++k) {
-      size_t& c = walk.cursor[k];
-      while (c < walk.listed && group_of(list[c]) != k) ++c;
-      if (c == walk.listed) continue;
-      head[k] = list[c];
-      size_t next = c + 1;
-      while (next < walk.listed && group_of(list[next]) != k) ++next;
-      if (next < walk.listed) {
-        if (!internal::Separated(z[head[k]], z[list[next]])) {
-          order[k] = HeadOrder::kTied;
-        }
-      } else if (walk.threshold != 0 &&
-                 !internal::Separated(z[head[k]], walk.threshold - 1)) {
-        order[k] = HeadOrder::kUnsettled;
-      }
+    // Each weight's largest z not visited, by its position in the list.
+    internal::LargestZ best[2];
+    if (walk.groups == 1) {
+      LargestOfListed(
+          z, list, walk.visited, walk.listed, [](size_t) { return 0; }, best);
+    } else {
+      LargestOfListed(
+          z, list, walk.visited, walk.listed,
+          [this](size_t i) { return has_second_[i]; }, best);
     }
+    const HeadOrder order[2] = {OrderOf(best[0], walk.threshold),
+                                OrderOf(best[1], walk.threshold)};
     if (order[0] == HeadOrder::kTied || order[1] == HeadOrder::kTied) {
       return kGeneralSearch;
     }
-    const bool settled =
-        order[0] == HeadOrder::kClear && order[1] == HeadOrder::kClear;
-    if (settled && head[0] != internal::kNone &&
-        (walk.groups == 1 || head[1] != internal::kNone)) {
-      if (walk.groups == 1) return WalkStep{head[0], 0};
-      const size_t first =
-          FirstIsBetter(
-              internal::LargestZ{z[head[0]], 0, head[0], 1}, walk.weights[0],
-              internal::LargestZ{z[head[1]], 0, head[1], 1}, walk.weights[1])
-              ? 0
-              : 1;
-      return WalkStep{head[first], first};
+    if (walk.groups == 1 && order[0] == HeadOrder::kClear) {
+      return WalkStep{best[0].index, 0};
     }
-    if (settled && walk.groups == 2 &&
-        (head[0] != internal::kNone) != (head[1] != internal::kNone)) {
+    if (order[0] == HeadOrder::kClear && order[1] == HeadOrder::kClear) {
+      const size_t a = list[best[0].index], b = list[best[1].index];
+      const bool first_is_better =
+          FirstIsBetter(internal::LargestZ{z[a], 0, a, 1}, walk.weights[0],
+                        internal::LargestZ{z[b], 0, b, 1}, walk.weights[1]);
+      return first_is_better ? WalkStep{best[0].index, 0}
+                             : WalkStep{best[1].index, 1};
+    }
+    if (walk.groups == 2 &&
+        (order[0] == HeadOrder::kNone) != (order[1] == HeadOrder::kNone)) {
       // One weight has no listed candidate left: none at all at threshold
-      // 0; else the other's goes first if it is certified ahead of every z
-      // below the threshold, as in BestEstimate.
-      const size_t j = head[0] != internal::kNone ? 0 : 1;
-      if (walk.threshold == 0 ||
-          internal::CertifiedAhead(
-              internal::ScoreBracket(z[head[j]], walk.weights[j]),
-              internal::ScoreBracket(walk.threshold - 1, walk.weights[1 - j]),
-              internal::kScoreMargin)) {
-        return WalkStep{head[j], j};
+      // 0; else the other's goes first if it is clear and certified ahead
+      // of every z below the threshold, as in BestEstimate.
+      const size_t j = order[0] == HeadOrder::kNone ? 1 : 0;
+      if (order[j] == HeadOrder::kClear &&
+          (walk.threshold == 0 ||
+           internal::CertifiedAhead(
+               internal::ScoreBracket(best[j].z, walk.weights[j]),
+               internal::ScoreBracket(walk.threshold - 1, walk.weights[1 - j]),
+               internal::kScoreMargin))) {
+        return WalkStep{best[j].index, j};
       }
     }
     // Nobody listed left at threshold 0: everyone was visited (stale).
@@ -408,32 +466,21 @@ PreparedCandidates::WalkStep PreparedCandidates::NextInKeyOrder(
   }
 }
 
-// Overwrites the walk's list with the eligible candidates it did not visit
-// (their loads are unread); returns how many. A weight's visited are its
-// listed before its cursor, which in the list's order (descending z, then
-// index) are those ahead of the first one not visited, or, past the end,
-// every listed one (z >= threshold).
+// Writes the eligible candidates the walk did not visit (their loads are
+// unread) after its visited, sorting those; returns how many.
 size_t PreparedCandidates::ListUnvisited(const Walk& walk,
                                          DecisionScratch& scratch) const {
-  const uint64_t* const z = scratch.hashes_.data();
   size_t* const list = scratch.survivors_.data();
-  const auto group_of = [&](size_t i) -> size_t {
-    return walk.groups == 2 && has_second_[i] != 0 ? 1 : 0;
-  };
-  size_t frontier[2] = {internal::kNone, internal::kNone};
-  for (size_t k = 0; k < walk.groups; ++k) {
-    size_t c = walk.cursor[k];
-    while (c < walk.listed && group_of(list[c]) != k) ++c;
-    if (c < walk.listed) frontier[k] = list[c];
-  }
+  std::sort(list, list + walk.visited);
   size_t unvisited = 0;
+  const size_t* visited = list;
+  const size_t* const visited_end = list + walk.visited;
   for (const uint32_t i : eligible_) {
-    const size_t f = frontier[group_of(i)];
-    const bool visited =
-        i == walk.owner ||
-        (f == internal::kNone ? z[i] >= walk.threshold
-                              : z[i] > z[f] || (z[i] == z[f] && i < f));
-    if (!visited) list[unvisited++] = i;
+    if (visited != visited_end && *visited == i) {
+      ++visited;
+      continue;
+    }
+    list[walk.visited + unvisited++] = i;
   }
   return unvisited;
 }

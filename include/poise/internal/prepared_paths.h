@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <utility>
 
 #include "poise/hash.h"
 #include "poise/identity_table.h"
@@ -243,18 +244,16 @@ inline internal::PassState PreparedCandidates::TwoWeightPass(
   return pass;
 }
 
-// RouteWithTotal's walk: the key's order from the owner on, one candidate
+// RouteWithTotal's walk: the key's order after a full owner, one candidate
 // at a time. The eligible candidates are listed in survivor levels (z at
 // least a threshold that about kSurvivorQuota of them reach, then 4 times
-// as many, ..., down to threshold 0: everyone), each level sorted by
-// descending z, then index; within one weight that is the key's order
-// wherever a candidate's z is separated from the next one's
-// (score_bounds.h). Each weight's next candidate to visit is the first of
-// its weight not visited yet; with two weights the better of the two by
-// their scores goes first (FirstIsBetter), and a weight with no listed
-// candidate left drops out of a comparison only when the other's candidate
-// is certified ahead of every z below the threshold; otherwise the next
-// level is listed.
+// as many, ..., down to threshold 0: everyone). Each weight's next
+// candidate is its largest z not visited yet: within one weight that is the
+// key's order where that z is separated from the next one's
+// (score_bounds.h). With two weights the better of the two by their scores
+// goes first (FirstIsBetter), and a weight with no listed candidate left
+// drops out of a comparison only when the other's candidate is certified
+// ahead of every z below the threshold; otherwise the next level is listed.
 struct PreparedCandidates::Walk {
   internal::RoomTest room[2];  // load < bound(T) for each weight
   uint32_t weights[2];
@@ -262,15 +261,18 @@ struct PreparedCandidates::Walk {
   size_t owner;
   uint64_t threshold;  // the listed are the eligible with z >= threshold
   size_t quota;        // the survivor quota of that threshold
-  size_t listed;       // in scratch.survivors_
-  size_t cursor[2];    // each weight's visited are its listed before this
+  // scratch.survivors_ holds the visited in [0, visited) (the owner first)
+  // and the listed ones not visited yet in [visited, listed).
+  size_t visited;
+  size_t listed;
 };
 
-// The next candidate in the key's order (index, and its weight's group), or
-// kNone: every candidate was visited, or the general search must order what
-// the walk cannot (a near-tie of z within a weight).
+// Where in the walk's list the next candidate in the key's order is, and its
+// weight's group; position kNone: every candidate was visited, or the
+// general search must order what the walk cannot (a near-tie of z within a
+// weight).
 struct PreparedCandidates::WalkStep {
-  size_t index;
+  size_t position;
   size_t group;
 };
 
@@ -324,24 +326,23 @@ Result<PreparedCandidates::Routed> PreparedCandidates::WalkToRoom(
     uint64_t total_load, size_t owner, uint64_t owner_load, LoadFn& load,
     DecisionScratch& scratch) const {
   uint64_t* const loads = scratch.loads_.data();
+  size_t* const list = scratch.survivors_.data();
   loads[owner] = owner_load;
   Walk walk = StartWalk(bounded.factor_percent(), total_load, owner, scratch);
   for (;;) {
     const WalkStep step = NextInKeyOrder(walk, scratch);
-    if (step.index == internal::kNone) break;
-    const size_t i = step.index;
-    const uint64_t l =
-        i == owner ? owner_load : static_cast<uint64_t>(load(size_t{i}));
+    if (step.position == internal::kNone) break;
+    const size_t i = list[step.position];
+    const auto l = static_cast<uint64_t>(load(size_t{i}));
     loads[i] = l;
-    if (walk.room[step.group](l)) return Routed{owner, i, i != owner, false};
-    ++walk.cursor[step.group];
+    if (walk.room[step.group](l)) return Routed{owner, i, true, false};
+    std::swap(list[step.position], list[walk.visited++]);
   }
   // Every load has been read (a stale total: the general search finds no
   // room either and answers as Decide), or the general search orders the
   // near-tie, after reading the loads not read yet.
   const size_t unvisited = ListUnvisited(walk, scratch);
-  const size_t* const list = scratch.survivors_.data();
-  for (size_t s = 0; s < unvisited; ++s) {
+  for (size_t s = walk.visited; s < walk.visited + unvisited; ++s) {
     loads[list[s]] = static_cast<uint64_t>(load(size_t{list[s]}));
   }
   const auto read_back = [loads](size_t i) { return loads[i]; };
