@@ -345,7 +345,8 @@ void PairedBench(benchmark::State& state, bool one_weight) {
   }
   const auto per_call = [&](Clock::duration d) {
     return std::chrono::duration<double, std::nano>(d).count() /
-           static_cast<double>(state.iterations() * kBlock);
+           (static_cast<double>(state.iterations()) *
+            static_cast<double>(kBlock));
   };
   state.counters["pick_ns"] = per_call(pick);
   state.counters["route_ns"] = per_call(with_total);
