@@ -322,19 +322,37 @@ void PreparedCandidates::ListLevel(Walk& walk, DecisionScratch& scratch,
   // z - threshold < span: z in [threshold, ceiling), with z below the
   // threshold wrapping past the span (ceiling 0 stands for 2^64).
   const uint64_t span = ceiling - threshold;
-  if (internal::ActiveHashKernel() != internal::HashKernel::kAvx512) {
-    for (const uint32_t i : eligible_) {
-      list[listed] = i;
-      listed += (z[i] - threshold < span) & (i != owner);
-    }
-    walk.listed = listed;
-    return;
-  }
-  // Eight z per compare, every slot read (an ineligible one's z may be
-  // anything): then the ineligible and the owner are dropped.
+  const size_t n = candidates_.size();
   const size_t begin = listed;
-  listed += internal::ListZInRangeAvx512(z, candidates_.size(), threshold, span,
-                                         list + listed);
+  if (internal::ActiveHashKernel() == internal::HashKernel::kAvx512) {
+    // Eight z per compare, every slot read (an ineligible one's z may be
+    // anything); the ineligible and the owner are dropped below.
+    listed +=
+        internal::ListZInRangeAvx512(z, n, threshold, span, list + listed);
+  } else {
+    // Every slot read too, branch-free: the write after the last kept one
+    // may fall past the list once every candidate is listed (then `spare`).
+    // On long lists a block of 16 with none kept (most of them: about
+    // 16 kSurvivorQuota of n are kept) costs only the compares.
+    const size_t size = scratch.survivors_.size();
+    size_t spare;
+    const auto list_range = [&](size_t from, size_t to) {
+      for (size_t i = from; i < to; ++i) {
+        *(listed < size ? list + listed : &spare) = i;
+        listed += z[i] - threshold < span;
+      }
+    };
+    constexpr size_t kBlock = 16;
+    size_t i = 0;
+    if (n >= 16 * kBlock) {
+      for (; i + kBlock <= n; i += kBlock) {
+        bool any = false;
+        for (size_t j = i; j < i + kBlock; ++j) any |= z[j] - threshold < span;
+        if (any) list_range(i, i + kBlock);
+      }
+    }
+    list_range(i, n);
+  }
   const bool every_candidate_eligible = eligible_.size() == candidates_.size();
   size_t kept = begin;
   for (size_t s = begin; s < listed; ++s) {
