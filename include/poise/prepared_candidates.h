@@ -164,6 +164,8 @@ class PreparedCandidates final {
                  DecisionScratch& scratch) const;
   void ListLevel(Walk& walk, DecisionScratch& scratch, uint64_t ceiling) const;
   WalkStep NextInKeyOrder(Walk& walk, DecisionScratch& scratch) const;
+  void HeadsOfSorted(const Walk& walk, const DecisionScratch& scratch,
+                     internal::LargestZ* best) const;
   size_t ListUnvisited(const Walk& walk, DecisionScratch& scratch) const;
   template <typename LoadFn>
   [[gnu::noinline]] Result<Routed> WalkToRoom(

@@ -274,6 +274,17 @@ bool PreparedCandidates::FindLargestZIntoScratch(
   return true;
 }
 
+namespace {
+
+// Descending z, then ascending index (equal z: a tie the walk hands over).
+void SortByZ(const uint64_t* z, size_t* begin, size_t* end) {
+  std::sort(begin, end, [z](size_t a, size_t b) {
+    return z[a] != z[b] ? z[a] > z[b] : a < b;
+  });
+}
+
+}  // namespace
+
 // The walk's first level, after a full owner (prepared_paths.h describes
 // the walk): the owner is its first visited.
 PreparedCandidates::Walk PreparedCandidates::StartWalk(
@@ -294,6 +305,8 @@ PreparedCandidates::Walk PreparedCandidates::StartWalk(
   walk.quota = internal::kSurvivorQuota;
   scratch.survivors_[0] = owner;
   walk.visited = walk.listed = 1;
+  walk.steps = 0;
+  walk.sorted = false;
   ListLevel(walk, scratch, /*ceiling=*/0);
   return walk;
 }
@@ -319,6 +332,7 @@ void PreparedCandidates::ListLevel(Walk& walk, DecisionScratch& scratch,
     walk.listed = listed;
     return;
   }
+  const size_t level_begin = listed;
   // z - threshold < span: z in [threshold, ceiling), with z below the
   // threshold wrapping past the span (ceiling 0 stands for 2^64).
   const uint64_t span = ceiling - threshold;
@@ -362,6 +376,7 @@ void PreparedCandidates::ListLevel(Walk& walk, DecisionScratch& scratch,
             (i != owner);
   }
   walk.listed = kept;
+  if (walk.sorted) SortByZ(z, list + level_begin, list + kept);
 }
 
 namespace {
@@ -428,15 +443,50 @@ void LargestOfListed(const uint64_t* z, const size_t* list, size_t begin,
 
 }  // namespace
 
+// Each weight's first unvisited entry in the sorted list (by position),
+// with the next one of its weight as its runner-up, as LargestOfListed
+// reports them.
+void PreparedCandidates::HeadsOfSorted(const Walk& walk,
+                                       const DecisionScratch& scratch,
+                                       internal::LargestZ* best) const {
+  const uint64_t* const z = scratch.hashes_.data();
+  const size_t* const list = scratch.survivors_.data();
+  for (size_t k = 0; k < 2; ++k) {
+    const auto in_group = [&](size_t s) {
+      return walk.groups == 1 ? k == 0
+                              : (has_second_[list[s]] != 0) == (k == 1);
+    };
+    size_t head = walk.visited;
+    while (head < walk.listed && !in_group(head)) ++head;
+    if (head == walk.listed) {
+      best[k] = internal::LargestZ::Empty();
+      continue;
+    }
+    size_t next = head + 1;
+    while (next < walk.listed && !in_group(next)) ++next;
+    const bool has_next = next < walk.listed;
+    best[k] = internal::LargestZ{z[list[head]], has_next ? z[list[next]] : 0,
+                                 z[list[head]] != 0 ? head : internal::kNone,
+                                 has_next ? size_t{2} : size_t{1}};
+  }
+}
+
 PreparedCandidates::WalkStep PreparedCandidates::NextInKeyOrder(
     Walk& walk, DecisionScratch& scratch) const {
   const uint64_t* const z = scratch.hashes_.data();
-  const size_t* const list = scratch.survivors_.data();
+  size_t* const list = scratch.survivors_.data();
   constexpr WalkStep kGeneralSearch{internal::kNone, 0};
+  // A third step: from here on the unvisited stay sorted.
+  if (++walk.steps == 3 && !walk.sorted) {
+    SortByZ(z, list + walk.visited, list + walk.listed);
+    walk.sorted = true;
+  }
   for (;;) {
     // Each weight's largest z not visited, by its position in the list.
     internal::LargestZ best[2];
-    if (walk.groups == 1) {
+    if (walk.sorted) {
+      HeadsOfSorted(walk, scratch, best);
+    } else if (walk.groups == 1) {
       LargestOfListed(
           z, list, walk.visited, walk.listed, [](size_t) { return 0; }, best);
     } else {

@@ -265,6 +265,11 @@ struct PreparedCandidates::Walk {
   // and the listed ones not visited yet in [visited, listed).
   size_t visited;
   size_t listed;
+  // After the first few steps the unvisited are kept sorted (descending z,
+  // then index), so that a long walk (a mostly saturated list) costs a sort
+  // per level rather than a scan per step.
+  size_t steps;
+  bool sorted;
 };
 
 // Where in the walk's list the next candidate in the key's order is, and its
@@ -329,14 +334,41 @@ Result<PreparedCandidates::Routed> PreparedCandidates::WalkToRoom(
   size_t* const list = scratch.survivors_.data();
   loads[owner] = owner_load;
   Walk walk = StartWalk(bounded.factor_percent(), total_load, owner, scratch);
+  const uint64_t* const z = scratch.hashes_.data();
   for (;;) {
+    // One weight, sorted: the key's order is the list's as long as each z
+    // is separated from the next (the last listed one: from every z below
+    // the threshold). Anything else NextInKeyOrder settles.
+    while (walk.sorted && walk.groups == 1 && walk.visited < walk.listed) {
+      const size_t p = walk.visited;
+      const size_t i = list[p];
+      const bool last = p + 1 == walk.listed;
+      if (z[i] == 0 ||
+          (last ? walk.threshold != 0 &&
+                      !internal::Separated(z[i], walk.threshold - 1)
+                : !internal::Separated(z[i], z[list[p + 1]]))) {
+        break;
+      }
+      const auto l = static_cast<uint64_t>(load(size_t{i}));
+      loads[i] = l;
+      if (walk.room[0](l)) return Routed{owner, i, true, false};
+      ++walk.visited;
+    }
     const WalkStep step = NextInKeyOrder(walk, scratch);
     if (step.position == internal::kNone) break;
     const size_t i = list[step.position];
     const auto l = static_cast<uint64_t>(load(size_t{i}));
     loads[i] = l;
     if (walk.room[step.group](l)) return Routed{owner, i, true, false};
-    std::swap(list[step.position], list[walk.visited++]);
+    // Into the visited: a swap, or once sorted a rotation that keeps the
+    // order of the others (a few of the other weight lie in between).
+    if (walk.sorted) {
+      std::rotate(list + walk.visited, list + step.position,
+                  list + step.position + 1);
+    } else {
+      std::swap(list[step.position], list[walk.visited]);
+    }
+    ++walk.visited;
   }
   // Every load has been read (a stale total: the general search finds no
   // room either and answers as Decide), or the general search orders the
