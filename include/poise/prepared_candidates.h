@@ -104,10 +104,11 @@ class PreparedCandidates final {
   //    the answer is Decide()'s on those loads (bounds from their sum), with
   //    `sampled` set. A pick never fails because the total was stale; it
   //    fails with kLoadOverflow then if those loads sum past 2^64 - 2.
-  //  - where the short paths cannot order two candidates without a
-  //    logarithm (a near-tie of z within a weight), and on the general path
-  //    (three or more weights, ...), the general search answers by the same
-  //    rule, having read every eligible load (once).
+  //  - where the walk cannot order two candidates of one weight (their z
+  //    within 2^-30 of each other: about n 2^-30 of keys, or duplicate
+  //    identities), and on Path::kGeneral (three or more weights), the
+  //    general search answers by the same rule, having read every eligible
+  //    load (once).
   // Errors: those of Decide(), except that loads summing past 2^64 - 1 are
   // no error unless the total is stale; T = 2^64 - 1 (T + 1 does not fit) is
   // kLoadOverflow. src/core/contract.h states the rule as
