@@ -58,6 +58,12 @@ struct Cluster {
   std::vector<poise::Candidate> candidates;
   std::vector<uint64_t> loads;
   double saturated_fraction = 0;
+
+  uint64_t LoadSum() const {
+    uint64_t sum = 0;
+    for (const uint64_t l : loads) sum += l;
+    return sum;
+  }
 };
 
 // n backends, the given fraction (rounded down) of them at or over their
@@ -140,7 +146,9 @@ void BM_UnboundedTable(benchmark::State& state) {
 }
 
 // Runs a bounded benchmark on n = range(0) backends with range(1) percent of
-// them saturated: route(key, load, scratch) returns a poise::Result of
+// them saturated: make_route(candidates, policy, total) (total: the sum of
+// the loads, what the router's counter of the scope's calls in flight would
+// hold) makes route(key, load, scratch), which returns a poise::Result of
 // something with a `spilled` flag; the spill rate is reported beside the time.
 template <typename MakeRoute>
 void RunBounded(benchmark::State& state, bool one_weight,
@@ -155,7 +163,7 @@ void RunBounded(benchmark::State& state, bool one_weight,
     return;
   }
   const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
-  const auto route = make_route(c.candidates, policy);
+  const auto route = make_route(c.candidates, policy, c.LoadSum());
   const auto& keys = Keys();
   poise::DecisionScratch scratch;
   size_t k = 0;
@@ -176,7 +184,7 @@ void RunBounded(benchmark::State& state, bool one_weight,
 void BM_Bounded(benchmark::State& state) {
   RunBounded(state, false,
              [](const std::vector<poise::Candidate>& candidates,
-                const poise::BoundedLoadRendezvous& policy) {
+                const poise::BoundedLoadRendezvous& policy, uint64_t) {
                return [&candidates, &policy](const std::string& key,
                                              const auto& load,
                                              poise::DecisionScratch& scratch) {
@@ -189,7 +197,7 @@ void BM_Bounded(benchmark::State& state) {
 void BM_BoundedTable(benchmark::State& state) {
   RunBounded(state, false,
              [](const std::vector<poise::Candidate>& candidates,
-                const poise::BoundedLoadRendezvous& policy) {
+                const poise::BoundedLoadRendezvous& policy, uint64_t) {
                return [&candidates, &policy,
                        table = std::make_shared<const poise::IdentityTable>(
                            candidates)](const std::string& key,
@@ -243,38 +251,50 @@ void BM_PreparedPickTwoWeights(benchmark::State& state) {
   PreparedPickBench(state, false);
 }
 
-// Route (range(1) = percent saturated) for the bounded policy, on one weight
-// or on the two weights of MakeCluster.
-void PreparedRouteBench(benchmark::State& state, bool one_weight) {
+// The bounded policy (range(1) = percent saturated) on one weight or on the
+// two weights of MakeCluster: RouteWithTotal given the sum of the loads (what
+// the router runs), or the sampled Route, which computes that sum itself.
+void PreparedRouteBench(benchmark::State& state, bool one_weight,
+                        bool with_total) {
   RunBounded(
       state, one_weight,
-      [](const std::vector<poise::Candidate>& candidates,
-         const poise::BoundedLoadRendezvous& policy) {
-        return [&policy,
+      [with_total](const std::vector<poise::Candidate>& candidates,
+                   const poise::BoundedLoadRendezvous& policy, uint64_t total) {
+        return [&policy, with_total, total,
                 prepared = std::make_shared<const poise::PreparedCandidates>(
                     candidates,
                     std::make_shared<const poise::IdentityTable>(candidates))](
                    const std::string& key, const auto& load,
                    poise::DecisionScratch& scratch) {
-          return prepared->Route(policy, key, load, scratch);
+          return with_total ? prepared->RouteWithTotal(policy, key, total, load,
+                                                       scratch)
+                            : prepared->Route(policy, key, load, scratch);
         };
       });
 }
 
 void BM_PreparedRoute(benchmark::State& state) {
-  PreparedRouteBench(state, true);
+  PreparedRouteBench(state, true, false);
 }
 void BM_PreparedRouteTwoWeights(benchmark::State& state) {
-  PreparedRouteBench(state, false);
+  PreparedRouteBench(state, false, false);
+}
+void BM_PreparedRouteWithTotal(benchmark::State& state) {
+  PreparedRouteBench(state, true, true);
+}
+void BM_PreparedRouteWithTotalTwoWeights(benchmark::State& state) {
+  PreparedRouteBench(state, false, true);
 }
 
-// The bounded-to-unbounded ratio on one prepared list: Pick and Route (with
-// range(1) percent of the backends saturated) take turns over the same
-// blocks of keys, each block timed, the order swapped every iteration. Both
-// run on the same memory (the per-benchmark allocations move the timings of
-// separate benchmarks by up to ~30 % on the development VM) and through the
-// same drifts of the machine's speed, so the ratio is steadier than one of
-// two medians over the other.
+// The bounded-to-unbounded ratio on one prepared list: Pick, RouteWithTotal
+// (given the sum of the loads) and the sampled Route (with range(1) percent
+// of the backends saturated) take turns over the same blocks of keys, each
+// block timed, the order rotated every iteration. All run on the same
+// memory (the per-benchmark allocations move the timings of separate
+// benchmarks by up to ~30 % on the development VM) and through the same
+// drifts of the machine's speed, so the ratio is steadier than one of two
+// medians over the other. `ratio` is RouteWithTotal's, `sampled_ratio`
+// Route's.
 void PairedBench(benchmark::State& state, bool one_weight) {
   using Clock = std::chrono::steady_clock;
   constexpr size_t kBlock = 64;
@@ -285,11 +305,12 @@ void PairedBench(benchmark::State& state, bool one_weight) {
       c.candidates, std::make_shared<const poise::IdentityTable>(c.candidates));
   const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
   const auto load = [&](size_t i) { return c.loads[i]; };
+  const uint64_t total = c.LoadSum();
   poise::DecisionScratch scratch;
   const auto& keys = Keys();
-  Clock::duration pick{}, route{};
+  Clock::duration pick{}, with_total{}, sampled{};
   size_t k = 0;
-  bool pick_first = true;
+  size_t first = 0;
   for ([[maybe_unused]] auto _ : state) {
     const auto picks = [&] {
       const auto t = Clock::now();
@@ -298,31 +319,47 @@ void PairedBench(benchmark::State& state, bool one_weight) {
       }
       pick += Clock::now() - t;
     };
-    const auto routes = [&] {
+    const auto routes_with_total = [&] {
+      const auto t = Clock::now();
+      for (size_t j = 0; j < kBlock; ++j) {
+        benchmark::DoNotOptimize(prepared.RouteWithTotal(
+            policy, keys[(k + j) % kKeyPool], total, load, scratch));
+      }
+      with_total += Clock::now() - t;
+    };
+    const auto sampled_routes = [&] {
       const auto t = Clock::now();
       for (size_t j = 0; j < kBlock; ++j) {
         benchmark::DoNotOptimize(
             prepared.Route(policy, keys[(k + j) % kKeyPool], load, scratch));
       }
-      route += Clock::now() - t;
+      sampled += Clock::now() - t;
     };
-    if (pick_first) {
-      picks();
-      routes();
-    } else {
-      routes();
-      picks();
+    for (size_t turn = 0; turn < 3; ++turn) {
+      switch ((first + turn) % 3) {
+        case 0:
+          picks();
+          break;
+        case 1:
+          routes_with_total();
+          break;
+        default:
+          sampled_routes();
+      }
     }
-    pick_first = !pick_first;
+    first = (first + 1) % 3;
     k += kBlock;
   }
   const auto per_call = [&](Clock::duration d) {
     return std::chrono::duration<double, std::nano>(d).count() /
-           static_cast<double>(state.iterations() * kBlock);
+           (static_cast<double>(state.iterations()) *
+            static_cast<double>(kBlock));
   };
   state.counters["pick_ns"] = per_call(pick);
-  state.counters["route_ns"] = per_call(route);
-  state.counters["ratio"] = per_call(route) / per_call(pick);
+  state.counters["route_ns"] = per_call(with_total);
+  state.counters["sampled_route_ns"] = per_call(sampled);
+  state.counters["ratio"] = per_call(with_total) / per_call(pick);
+  state.counters["sampled_ratio"] = per_call(sampled) / per_call(pick);
   state.counters["saturated"] = c.saturated_fraction;
 }
 
@@ -519,6 +556,10 @@ BENCHMARK(BM_PreparedPickScalarKernel)->Apply(Sizes);
 BENCHMARK(BM_PreparedPickTwoWeights)->Apply(Sizes);
 BENCHMARK(BM_PreparedRoute)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PreparedRouteTwoWeights)
+    ->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
+BENCHMARK(BM_PreparedRouteWithTotal)
+    ->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
+BENCHMARK(BM_PreparedRouteWithTotalTwoWeights)
     ->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PairedRatio)->ArgsProduct({{3, 10, 100, 1000}, {50}});
 BENCHMARK(BM_PairedRatioTwoWeights)->ArgsProduct({{3, 10, 100, 1000}, {50}});

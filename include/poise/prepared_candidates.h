@@ -69,6 +69,9 @@ class PreparedCandidates final {
     size_t affinity;
     size_t selection;
     bool spilled;
+    // RouteWithTotal only (Route leaves it false): the given total was
+    // stale, so the bounds came from the sum of the loads read instead.
+    bool sampled;
   };
 
   // The affinity, selection and spilled of Decide(bounded, key, load,
@@ -82,13 +85,47 @@ class PreparedCandidates final {
                        std::string_view key, LoadFn&& load,
                        DecisionScratch& scratch) const;
 
+  // The router's bounded decision when it knows `total_load` (T), the load
+  // every bound is computed from (its scope's calls in flight, kept in one
+  // counter), rather than the sum of the candidates' loads. The selection is
+  // the first eligible candidate in the key's order whose load is below
+  // Capacity(factor, T, its weight, W), W the eligible weights' sum:
+  //  - the owner's load is read first; below its bound, the owner is the
+  //    selection (one load read);
+  //  - otherwise the key's order is walked from the owner (one weight: by
+  //    descending z; two weights: both weights' orders merged by score),
+  //    reading the loads of the candidates visited, each once, up to the
+  //    first with room. Nobody after it is read;
+  //  - with T equal to the sum of the eligible loads this is exactly
+  //    Decide()'s affinity, selection and spilled;
+  //  - stale total: if no eligible candidate has room under T (possible
+  //    only when T is below the sum of the loads, as the bounds sum to more
+  //    than factor (T + 1) / 100 > T), every load has been read by then and
+  //    the answer is Decide()'s on those loads (bounds from their sum), with
+  //    `sampled` set. A pick never fails because the total was stale; it
+  //    fails with kLoadOverflow then if those loads sum past 2^64 - 2.
+  //  - where the walk cannot order two candidates of one weight (their z
+  //    within 2^-30 of each other: about n 2^-30 of keys, or duplicate
+  //    identities), and on Path::kGeneral (three or more weights), the
+  //    general search answers by the same rule, having read every eligible
+  //    load (once).
+  // Errors: those of Decide(), except that loads summing past 2^64 - 1 are
+  // no error unless the total is stale; T = 2^64 - 1 (T + 1 does not fit) is
+  // kLoadOverflow. src/core/contract.h states the rule as
+  // contract::DecideWithTotal.
+  template <typename LoadFn>
+  Result<Routed> RouteWithTotal(const BoundedLoadRendezvous& bounded,
+                                std::string_view key, uint64_t total_load,
+                                LoadFn&& load, DecisionScratch& scratch) const;
+
  private:
   // The paths' steps, described where they are defined:
   // src/core/prepared_candidates.cc, and for the templates (which inline
   // the caller's load function) poise/internal/prepared_paths.h.
   struct Sampled;
   enum class Keep { kNothing, kZ, kZAndLoads };
-  static Result<Routed> RoutedFrom(const Result<Decision>& d);
+  static Result<Routed> RoutedFrom(const Result<Decision>& d,
+                                   bool sampled = false);
   internal::LargestZ FindLargestZ(uint64_t key_state, uint64_t* z) const;
   bool FindLargestZIntoScratch(std::string_view key, DecisionScratch& scratch,
                                internal::LargestZ& largest) const;
@@ -121,6 +158,27 @@ class PreparedCandidates final {
   [[gnu::noinline, gnu::cold]] Result<Decision> RedecideOnGeneralPath(
       const BoundedLoadRendezvous& bounded, std::string_view key,
       DecisionScratch& scratch) const;
+  // RouteWithTotal's walk along the key's order (prepared_paths.h).
+  struct Walk;
+  struct WalkStep;
+  Walk StartWalk(uint32_t factor_percent, uint64_t total_load, size_t owner,
+                 DecisionScratch& scratch) const;
+  void ListLevel(Walk& walk, DecisionScratch& scratch, uint64_t ceiling) const;
+  WalkStep NextInKeyOrder(Walk& walk, DecisionScratch& scratch) const;
+  void HeadsOfSorted(const Walk& walk, const DecisionScratch& scratch,
+                     internal::LargestZ* best) const;
+  size_t ListUnvisited(const Walk& walk, DecisionScratch& scratch) const;
+  template <typename LoadFn>
+  [[gnu::noinline]] Result<Routed> WalkToRoom(
+      const BoundedLoadRendezvous& bounded, std::string_view key,
+      uint64_t total_load, size_t owner, uint64_t owner_load, LoadFn& load,
+      DecisionScratch& scratch) const;
+  template <typename LoadFn>
+  [[gnu::noinline]] Result<Routed> RouteWithTotalOnGeneralPath(
+      const BoundedLoadRendezvous& bounded, std::string_view key,
+      uint64_t total_load, LoadFn& load, DecisionScratch& scratch) const;
+  static bool FirstIsBetter(const internal::LargestZ& a, uint32_t wa,
+                            const internal::LargestZ& b, uint32_t wb);
 
   std::vector<Candidate> candidates_;
   std::shared_ptr<const IdentityTable> table_;
@@ -132,8 +190,8 @@ class PreparedCandidates final {
   // One weight, some candidates ineligible: bit i % 8 of byte i / 8 is
   // candidate i's eligibility (for the vector kernel); empty otherwise.
   std::vector<uint8_t> eligible_bits_;
-  uint32_t weight_ = 0;  // kOneWeight: the weight
-  uint64_t total_weight_ = 0;
+  uint32_t weight_ = 0;        // kOneWeight: the weight
+  uint64_t total_weight_ = 0;  // the eligible weights' sum (short paths)
   // SurvivorThreshold(eligible_.size(), kSurvivorQuota), once per list:
   // a division saved on every busy owner's decision.
   uint64_t survivor_threshold_ = 0;

@@ -166,13 +166,20 @@ class DecisionScratch final {
 
   // Sizes every buffer for n candidates without throwing; false if they
   // could not grow. Within the capacity already held it never allocates.
+  // survivors_ has one slot more: a branch-free listing may write one past
+  // the last index it keeps (PreparedCandidates' walk).
   bool Fit(size_t n) {
     if (n > max_candidates_) return false;
+    // Sized for n already (every decision but the first on a list).
+    if (loads_.size() == n && hashes_.size() == n &&
+        survivors_.size() == n + 1) {
+      return true;
+    }
     if (n > capacity()) {  // a failed attempt may grow some of them
       try {
         loads_.reserve(n);
         hashes_.reserve(n);
-        survivors_.reserve(n);
+        survivors_.reserve(n + 1);
       } catch (const std::bad_alloc&) {
         return false;
       } catch (const std::length_error&) {
@@ -181,7 +188,7 @@ class DecisionScratch final {
     }
     loads_.resize(n);
     hashes_.resize(n);
-    survivors_.resize(n);
+    survivors_.resize(n + 1);
     return true;
   }
 
@@ -263,11 +270,15 @@ class BoundedLoadRendezvous final {
   // Decide, with or without a table: the pass that hashes, groups and
   // samples (a template, so the caller's load function is inlined into it),
   // then DecideAfterPass. Defined in poise/internal/bounded_decide.h.
+  // With `total_load`, every bound is computed from *total_load instead of
+  // the sum of the sampled loads (DecideAfterPassWithTotal).
   template <typename LoadFn>
   Result<Decision> DecideWith(std::string_view key,
                               const std::vector<Candidate>& candidates,
                               const IdentityTable* table, LoadFn& load,
-                              DecisionScratch& scratch) const;
+                              DecisionScratch& scratch,
+                              const uint64_t* total_load = nullptr,
+                              bool* sampled = nullptr) const;
 
   // The scoring half of Decide, out of line so the floating-point contract
   // is compiled once, with the contract's flags.
@@ -276,6 +287,18 @@ class BoundedLoadRendezvous final {
                                    const IdentityTable* table,
                                    DecisionScratch& scratch,
                                    internal::PassState& pass) const;
+
+  // DecideAfterPass with every bound computed from `total_load` (T) instead
+  // of the sum of the loads the pass sampled: the selection is the first
+  // candidate in the key's order whose load is below Capacity(factor, T, w,
+  // W) (PreparedCandidates::RouteWithTotal's rule). Errors: no eligible
+  // candidate, weights summing past 2^64 - 1, then T = 2^64 - 1
+  // (kLoadOverflow); the loads' sum is not checked. When no candidate has
+  // room under T, `sampled` is set and the answer is DecideAfterPass's.
+  Result<Decision> DecideAfterPassWithTotal(
+      const KeyHash& hash, const std::vector<Candidate>& candidates,
+      const IdentityTable* table, DecisionScratch& scratch,
+      internal::PassState& pass, uint64_t total_load, bool& sampled) const;
 
   // DecideNth after its loads are sampled (`loads[i]` for eligible i).
   Result<Decision> DecideNthSampled(std::string_view key,

@@ -133,6 +133,13 @@ internal::LargestZ TableLargestZAvx512(const IdentityTable::KeyRow& row,
                                        size_t n, const uint8_t* eligible_bits,
                                        size_t count, uint64_t* z);
 
+// Appends to `out` every i < n with z[i] - threshold < span (unsigned,
+// wrapping: z in [threshold, threshold + span)), ascending, eight z per
+// register; returns how many. Writes only those entries. Call only when
+// Avx512HashSupported().
+size_t ListZInRangeAvx512(const uint64_t* z, size_t n, uint64_t threshold,
+                          uint64_t span, size_t* out);
+
 }  // namespace poise::internal
 
 #endif  // POISE_SRC_CORE_CANDIDATE_HASH_H_

@@ -267,6 +267,35 @@ POISE_AVX512 internal::LargestZ TableLargestZAvx512(
   return lead;
 }
 
+// RouteWithTotal's survivor levels (prepared_candidates.cc): a compare per
+// eight z, the kept indices packed in a register (a compressing store to
+// memory is microcoded on some CPUs) and stored under a mask, so nothing
+// past them is written.
+POISE_AVX512 size_t ListZInRangeAvx512(const uint64_t* z, size_t n,
+                                       uint64_t threshold, uint64_t span,
+                                       size_t* out) {
+  const __m512i low = _mm512_set1_epi64(static_cast<long long>(threshold));
+  const __m512i width = _mm512_set1_epi64(static_cast<long long>(span));
+  const __m512i step = _mm512_set1_epi64(static_cast<long long>(kLanes));
+  __m512i index = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  size_t listed = 0;
+  for (size_t i = 0; i < n; i += kLanes) {
+    const size_t left = n - i;
+    const auto valid = static_cast<__mmask8>(
+        left >= kLanes ? 0xFFu : (1u << static_cast<unsigned>(left)) - 1);
+    const __m512i v = _mm512_maskz_loadu_epi64(valid, z + i);
+    const __mmask8 kept =
+        _mm512_mask_cmplt_epu64_mask(valid, _mm512_sub_epi64(v, low), width);
+    const __m512i packed = _mm512_maskz_compress_epi64(kept, index);
+    const auto count = static_cast<unsigned>(__builtin_popcount(kept));
+    _mm512_mask_storeu_epi64(out + listed,
+                             static_cast<__mmask8>((1u << count) - 1), packed);
+    listed += count;
+    index = _mm512_add_epi64(index, step);
+  }
+  return listed;
+}
+
 #else  // !POISE_HAVE_AVX512_HASH
 
 internal::LargestZ TableLargestZAvx512(const IdentityTable::KeyRow& row,
@@ -287,6 +316,15 @@ internal::LargestZ TableLargestZAvx512(const IdentityTable::KeyRow& row,
 void HashCandidatesAvx512(uint64_t key_state, const Candidate* c, size_t n,
                           uint64_t* z) {
   HashCandidatesScalar(key_state, c, n, z);
+}
+
+size_t ListZInRangeAvx512(const uint64_t* z, size_t n, uint64_t threshold,
+                          uint64_t span, size_t* out) {
+  size_t listed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (z[i] - threshold < span) out[listed++] = i;
+  }
+  return listed;
 }
 
 #endif

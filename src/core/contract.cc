@@ -131,4 +131,34 @@ Result<Decision> Decide(std::string_view key,
   return PickError::kNoEligibleCandidates;
 }
 
+Result<DecisionWithTotal> DecideWithTotal(std::string_view key,
+                                          const std::vector<Backend>& backends,
+                                          uint32_t factor_percent,
+                                          uint64_t total_load) {
+  if (backends.empty()) return PickError::kEmpty;
+  const std::vector<Ranked> order = Order(key, backends);
+  if (order.empty()) return PickError::kNoEligibleCandidates;
+  uint64_t total_weight = 0;
+  for (const Backend& b : backends) {  // in list order
+    if (IsEligible(b) && __builtin_add_overflow(
+                             total_weight, uint64_t{b.weight}, &total_weight)) {
+      return PickError::kWeightOverflow;
+    }
+  }
+  if (total_load == UINT64_MAX) return PickError::kLoadOverflow;  // T + 1
+  for (const Ranked& r : order) {
+    const UInt128 capacity =
+        Capacity(factor_percent, total_load, r.weight, total_weight);
+    if (backends[r.index].load < capacity) {
+      return DecisionWithTotal{Decision{order.front().index, r.index,
+                                        backends[r.index].load, capacity},
+                               false};
+    }
+  }
+  // Nobody has room: T is below L (the capacities sum to at least T + 1).
+  const Result<Decision> sampled = Decide(key, backends, factor_percent);
+  if (!sampled.ok()) return sampled.error();
+  return DecisionWithTotal{sampled.value(), true};
+}
+
 }  // namespace poise::contract

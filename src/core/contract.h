@@ -36,6 +36,14 @@
 //     (kLoadOverflow when L = 2^64 - 1). poise-core also reports
 //     kLoadOverflow when f (L + 1) w overflows 128 bits, which point 7 shows
 //     cannot happen. Pick reports only the first two.
+//  9. Decide with a given total T (PreparedCandidates::RouteWithTotal; not
+//     poise-core's): the bounds come from T instead of L, capacity_i =
+//     ceil(f (T + 1) w_i / (100 W)); the selection is the first backend in
+//     the order with load below its capacity. Errors: kEmpty, then
+//     kNoEligibleCandidates, then the weights as in point 8 (without the
+//     loads), then kLoadOverflow when T = 2^64 - 1. If no backend has room
+//     (T stale, below L), the answer is point 7's, errors included, and
+//     says so (`sampled`).
 #ifndef POISE_SRC_CORE_CONTRACT_H_
 #define POISE_SRC_CORE_CONTRACT_H_
 
@@ -99,6 +107,17 @@ struct Decision {
 Result<Decision> Decide(std::string_view key,
                         const std::vector<Backend>& backends,
                         uint32_t factor_percent);
+
+struct DecisionWithTotal {
+  Decision decision;
+  bool sampled;  // no backend had room under T: point 7's decision
+};
+
+// 9. The bounded-load decision with every bound from `total_load`.
+Result<DecisionWithTotal> DecideWithTotal(std::string_view key,
+                                          const std::vector<Backend>& backends,
+                                          uint32_t factor_percent,
+                                          uint64_t total_load);
 
 }  // namespace poise::contract
 

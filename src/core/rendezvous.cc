@@ -176,6 +176,46 @@ Result<Decision> BoundedLoadRendezvous::DecideAfterPass(
                   out.selection_capacity};
 }
 
+Result<Decision> BoundedLoadRendezvous::DecideAfterPassWithTotal(
+    const KeyHash& hash, const std::vector<Candidate>& candidates,
+    const IdentityTable* table, DecisionScratch& scratch,
+    internal::PassState& pass, uint64_t total_load, bool& sampled) const {
+  sampled = false;
+  if (pass.total_weight == 0) return PickError::kNoEligibleCandidates;
+  // Below 2^32 candidates the weights cannot wrap 64 bits (SumsError);
+  // beyond, they are summed again in order, without the loads.
+  if (candidates.size() > UINT32_MAX) {
+    uint64_t total_weight = 0;
+    for (const Candidate& c : candidates) {
+      if (c.IsEligible() &&
+          __builtin_add_overflow(total_weight, uint64_t{c.weight},
+                                 &total_weight)) {
+        return PickError::kWeightOverflow;
+      }
+    }
+  }
+  if (total_load == UINT64_MAX) return PickError::kLoadOverflow;  // T + 1
+  const std::vector<uint64_t>& loads = scratch.loads_;
+  const internal::RoomBuffers buffers{scratch.Outputs(),
+                                      scratch.survivors_.data()};
+  const internal::SearchResult out = internal::Search<true>(
+      CandidateView{hash, candidates, table, loads.data(), factor_percent_,
+                    total_load, pass.total_weight},
+      pass, &buffers, internal::kScoreMargin);
+  if (!out.found_room) {  // a stale total: the bounds of the loads' sum
+    sampled = true;
+    // The room search filled the groups' `room`: the pass as RunPass left it.
+    for (size_t k = 0; k < pass.group_count; ++k) {
+      pass.groups[k].room = internal::LargestZ::Empty();
+    }
+    return DecideAfterPass(hash, candidates, table, scratch, pass);
+  }
+  const size_t selection = out.selection.index;
+  return Decision{out.affinity.index, selection,
+                  out.affinity.index != selection, loads[selection],
+                  out.selection_capacity};
+}
+
 // ---------------------------------------------------------------------------
 // The k-th choice (retries): repeated selection of the best rank after the
 // previous one, in the contract's order (Rank::Precedes), over the

@@ -39,16 +39,6 @@
 
 namespace poise::internal {
 
-// Whether a load is below a bound ceil(num / den) (den > 0), without the
-// division: for an integer load, load < ceil(num / den) <=> load * den < num.
-// num < 2^128 and den < 2^64, so load * den < 2^128: exact.
-struct RoomTest {
-  UInt128 num;
-  uint64_t den;
-
-  bool operator()(uint64_t load) const { return UInt128{load} * den < num; }
-};
-
 // load < Capacity(factor, total_load, weight, total_weight) as a RoomTest.
 // When 100 W does not fit in 64 bits (W > 1.8e17: tens of millions of heavy
 // candidates), load * 100 W could pass 2^128; the test then compares with

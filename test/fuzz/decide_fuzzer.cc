@@ -16,7 +16,11 @@
 //   two-weight lists, each candidate taking the first or the last one's
 //   weight by bit 0x20 of its own shape) answers as
 //   well: Pick and Decide exactly, Route with Decide's routing, sampling
-//   each load at most once and, for an idle owner, reporting no load sum.
+//   each load at most once and, for an idle owner, reporting no load sum;
+// - PreparedCandidates::RouteWithTotal, for totals around and far from the
+//   loads' sum (0, below, equal, above, near 2^64), answers exactly as
+//   contract::DecideWithTotal (errors and the stale flag included), reading
+//   each load at most once; with the total equal to the sum, as Decide.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -195,6 +199,41 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < n; ++i) {
     backends[i] = {ids[i], candidates[i].weight, loads[i],
                    candidates[i].eligible};
+  }
+  // RouteWithTotal for totals around the loads' sum (wrapped, if it did)
+  // and at the edges.
+  const uint64_t totals[] = {0,
+                             total_load / 2,
+                             total_load - 1,
+                             total_load,
+                             total_load + 1,
+                             total_load * 3 + 7,
+                             UINT64_MAX - 1,
+                             UINT64_MAX};
+  for (const uint64_t total : totals) {
+    std::fill(sampled.begin(), sampled.end(), 0);
+    const auto with_total =
+        prepared.RouteWithTotal(*policy, key, total, counted, scratch);
+    for (size_t i = 0; i < n; ++i) {
+      FUZZ_CHECK(sampled[i] <= (candidates[i].IsEligible() ? 1 : 0));
+    }
+    const auto want_with_total =
+        poise::contract::DecideWithTotal(key, backends, factor, total);
+    FUZZ_CHECK(with_total.ok() == want_with_total.ok());
+    if (!with_total.ok()) {
+      FUZZ_CHECK(with_total.error() == want_with_total.error());
+      continue;
+    }
+    const poise::contract::Decision& w = want_with_total.value().decision;
+    FUZZ_CHECK(with_total.value().affinity == w.affinity);
+    FUZZ_CHECK(with_total.value().selection == w.selection);
+    FUZZ_CHECK(with_total.value().spilled == (w.selection != w.affinity));
+    FUZZ_CHECK(with_total.value().sampled == want_with_total.value().sampled);
+    if (total == total_load && !load_past) {
+      FUZZ_CHECK(result.ok() && !with_total.value().sampled);
+      FUZZ_CHECK(with_total.value().selection == result.value().selection);
+      FUZZ_CHECK(with_total.value().affinity == result.value().affinity);
+    }
   }
   const auto expected = poise::contract::Decide(key, backends, factor);
   FUZZ_CHECK(expected.ok() == result.ok());

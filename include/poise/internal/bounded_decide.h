@@ -65,7 +65,8 @@ namespace poise {
 template <typename LoadFn>
 inline Result<Decision> BoundedLoadRendezvous::DecideWith(
     std::string_view key, const std::vector<Candidate>& candidates,
-    const IdentityTable* table, LoadFn& load, DecisionScratch& scratch) const {
+    const IdentityTable* table, LoadFn& load, DecisionScratch& scratch,
+    const uint64_t* total_load, bool* sampled) const {
   const size_t n = candidates.size();
   if (n == 0) return PickError::kEmpty;
   if (!scratch.Fit(n)) {  // poise-core asks for eligibility first
@@ -81,6 +82,10 @@ inline Result<Decision> BoundedLoadRendezvous::DecideWith(
       internal::SampledCandidateView<LoadFn>{hash.state(), candidates.data(), n,
                                              table, load},
       scratch.Outputs(), pass);
+  if (total_load != nullptr) {
+    return DecideAfterPassWithTotal(hash, candidates, table, scratch, pass,
+                                    *total_load, *sampled);
+  }
   return DecideAfterPass(hash, candidates, table, scratch, pass);
 }
 

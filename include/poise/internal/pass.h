@@ -15,6 +15,17 @@ namespace poise::internal {
 
 inline constexpr size_t kNone = static_cast<size_t>(-1);
 
+// Whether a load is below a bound ceil(num / den) (den > 0), without the
+// division: for an integer load, load < ceil(num / den) <=> load * den < num.
+// num < 2^128 and den < 2^64, so load * den < 2^128: exact.
+struct RoomTest {
+  __extension__ using UInt128 = unsigned __int128;  // as poise::UInt128
+  UInt128 num;
+  uint64_t den;
+
+  bool operator()(uint64_t load) const { return UInt128{load} * den < num; }
+};
+
 // The largest z of a stream offered in index order, its index (the first
 // index wins equal z), the largest z among the others (the runner-up) and how
 // many entries were taken. Trivially constructible so that the group table

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <utility>
 
 #include "poise/hash.h"
 #include "poise/identity_table.h"
@@ -21,9 +22,10 @@ namespace poise {
 
 // What Route reports of a decision.
 inline Result<PreparedCandidates::Routed> PreparedCandidates::RoutedFrom(
-    const Result<Decision>& d) {
+    const Result<Decision>& d, bool sampled) {
   if (!d.ok()) return d.error();
-  return Routed{d.value().affinity, d.value().selection, d.value().spilled};
+  return Routed{d.value().affinity, d.value().selection, d.value().spilled,
+                sampled};
 }
 
 // Every eligible load, sampled once into the scratch (the one of index
@@ -73,7 +75,7 @@ inline Result<PreparedCandidates::Routed> PreparedCandidates::Route(
     if (internal::ClearOfRunnerUp(largest)) {
       known = largest.index;
       known_load = static_cast<uint64_t>(load(known));
-      if (known_load == 0) return Routed{known, known, false};
+      if (known_load == 0) return Routed{known, known, false, false};
     }
     d = DecideOneWeight(bounded, key, largest, known, known_load, load,
                         scratch);
@@ -187,7 +189,7 @@ Result<PreparedCandidates::Routed> PreparedCandidates::RouteTwoWeights(
   uint64_t owner_load = 0;
   if (owner != internal::kNone) {
     owner_load = static_cast<uint64_t>(load(owner));
-    if (owner_load == 0) return Routed{owner, owner, false};
+    if (owner_load == 0) return Routed{owner, owner, false, false};
   }
   const Sampled sampled = SampleLoads(load, owner, owner_load, scratch);
   pass.total_load = sampled.total_load;
@@ -240,6 +242,158 @@ inline internal::PassState PreparedCandidates::TwoWeightPass(
   pass.total_weight = uint64_t{first_weight_} * first.count +
                       uint64_t{second_weight_} * second.count;
   return pass;
+}
+
+// RouteWithTotal's walk: the key's order after a full owner, one candidate
+// at a time. The eligible candidates are listed in survivor levels (z at
+// least a threshold that about kSurvivorQuota of them reach, then 4 times
+// as many, ..., down to threshold 0: everyone). Each weight's next
+// candidate is its largest z not visited yet: within one weight that is the
+// key's order where that z is separated from the next one's
+// (score_bounds.h). With two weights the better of the two by their scores
+// goes first (FirstIsBetter), and a weight with no listed candidate left
+// drops out of a comparison only when the other's candidate is certified
+// ahead of every z below the threshold; otherwise the next level is listed.
+struct PreparedCandidates::Walk {
+  internal::RoomTest room[2];  // load < bound(T) for each weight
+  uint32_t weights[2];
+  size_t groups;  // 1 or 2 weights
+  size_t owner;
+  uint64_t threshold;  // the listed are the eligible with z >= threshold
+  size_t quota;        // the survivor quota of that threshold
+  // scratch.survivors_ holds the visited in [0, visited) (the owner first)
+  // and the listed ones not visited yet in [visited, listed).
+  size_t visited;
+  size_t listed;
+  // After the first few steps the unvisited are kept sorted (descending z,
+  // then index), so that a long walk (a mostly saturated list) costs a sort
+  // per level rather than a scan per step.
+  size_t steps;
+  bool sorted;
+};
+
+// Where in the walk's list the next candidate in the key's order is, and its
+// weight's group; position kNone: every candidate was visited, or the
+// general search must order what the walk cannot (a near-tie of z within a
+// weight).
+struct PreparedCandidates::WalkStep {
+  size_t position;
+  size_t group;
+};
+
+template <typename LoadFn>
+inline Result<PreparedCandidates::Routed> PreparedCandidates::RouteWithTotal(
+    const BoundedLoadRendezvous& bounded, std::string_view key,
+    uint64_t total_load, LoadFn&& load, DecisionScratch& scratch) const {
+  if (path_ == Path::kGeneral) {
+    return RouteWithTotalOnGeneralPath(bounded, key, total_load, load, scratch);
+  }
+  if (total_load == UINT64_MAX) return PickError::kLoadOverflow;  // T + 1
+  size_t owner = internal::kNone;
+  uint32_t owner_weight = weight_;
+  if (path_ == Path::kOneWeight) {
+    internal::LargestZ largest;
+    if (!FindLargestZIntoScratch(key, scratch, largest)) {
+      return PickError::kScratchCapacityExceeded;
+    }
+    if (internal::ClearOfRunnerUp(largest)) owner = largest.index;
+  } else {
+    if (!scratch.Fit(candidates_.size())) {
+      return PickError::kScratchCapacityExceeded;
+    }
+    const auto no_load = [](size_t) { return uint64_t{0}; };
+    const internal::PassState pass =
+        TwoWeightPass<Keep::kZ>(KeyHash(key).state(), no_load, &scratch);
+    owner = OwnerOfTwoWeights(pass);
+    if (owner != internal::kNone) {
+      owner_weight = has_second_[owner] != 0 ? second_weight_ : first_weight_;
+    }
+  }
+  if (owner == internal::kNone) {  // a near-tie for the owner
+    return RouteWithTotalOnGeneralPath(bounded, key, total_load, load, scratch);
+  }
+  const auto owner_load = static_cast<uint64_t>(load(owner));
+  // load < ceil(f (T + 1) w / (100 W)) without the division: 100 W < 2^64
+  // on the short paths, so the products fit in 128 bits.
+  const internal::RoomTest owner_room{UInt128{bounded.factor_percent()} *
+                                          (UInt128{total_load} + 1) *
+                                          owner_weight,
+                                      uint64_t{100} * total_weight_};
+  if (owner_room(owner_load)) return Routed{owner, owner, false, false};
+  return WalkToRoom(bounded, key, total_load, owner, owner_load, load, scratch);
+}
+
+// A full owner: the walk, reading each visited candidate's load into the
+// scratch, up to the first with room.
+template <typename LoadFn>
+Result<PreparedCandidates::Routed> PreparedCandidates::WalkToRoom(
+    const BoundedLoadRendezvous& bounded, std::string_view key,
+    uint64_t total_load, size_t owner, uint64_t owner_load, LoadFn& load,
+    DecisionScratch& scratch) const {
+  uint64_t* const loads = scratch.loads_.data();
+  size_t* const list = scratch.survivors_.data();
+  loads[owner] = owner_load;
+  Walk walk = StartWalk(bounded.factor_percent(), total_load, owner, scratch);
+  const uint64_t* const z = scratch.hashes_.data();
+  for (;;) {
+    // One weight, sorted: the key's order is the list's as long as each z
+    // is separated from the next (the last listed one: from every z below
+    // the threshold). Anything else NextInKeyOrder settles.
+    while (walk.sorted && walk.groups == 1 && walk.visited < walk.listed) {
+      const size_t p = walk.visited;
+      const size_t i = list[p];
+      const bool last = p + 1 == walk.listed;
+      if (z[i] == 0 ||
+          (last ? walk.threshold != 0 &&
+                      !internal::Separated(z[i], walk.threshold - 1)
+                : !internal::Separated(z[i], z[list[p + 1]]))) {
+        break;
+      }
+      const auto l = static_cast<uint64_t>(load(size_t{i}));
+      loads[i] = l;
+      if (walk.room[0](l)) return Routed{owner, i, true, false};
+      ++walk.visited;
+    }
+    const WalkStep step = NextInKeyOrder(walk, scratch);
+    if (step.position == internal::kNone) break;
+    const size_t i = list[step.position];
+    const auto l = static_cast<uint64_t>(load(size_t{i}));
+    loads[i] = l;
+    if (walk.room[step.group](l)) return Routed{owner, i, true, false};
+    // Into the visited: a swap, or once sorted a rotation that keeps the
+    // order of the others (a few of the other weight lie in between).
+    if (walk.sorted) {
+      std::rotate(list + walk.visited, list + step.position,
+                  list + step.position + 1);
+    } else {
+      std::swap(list[step.position], list[walk.visited]);
+    }
+    ++walk.visited;
+  }
+  // Every load has been read (a stale total: the general search finds no
+  // room either and answers as Decide), or the general search orders the
+  // near-tie, after reading the loads not read yet.
+  const size_t unvisited = ListUnvisited(walk, scratch);
+  for (size_t s = walk.visited; s < walk.visited + unvisited; ++s) {
+    loads[list[s]] = static_cast<uint64_t>(load(size_t{list[s]}));
+  }
+  const auto read_back = [loads](size_t i) { return loads[i]; };
+  return RouteWithTotalOnGeneralPath(bounded, key, total_load, read_back,
+                                     scratch);
+}
+
+// The general search with every bound from `total_load` (every eligible
+// load read once), or, for a stale total, Decide's.
+template <typename LoadFn>
+Result<PreparedCandidates::Routed>
+PreparedCandidates::RouteWithTotalOnGeneralPath(
+    const BoundedLoadRendezvous& bounded, std::string_view key,
+    uint64_t total_load, LoadFn& load, DecisionScratch& scratch) const {
+  if (table_->size() != candidates_.size()) return PickError::kTableMismatch;
+  bool sampled = false;
+  const Result<Decision> d = bounded.DecideWith(
+      key, candidates_, table_.get(), load, scratch, &total_load, &sampled);
+  return RoutedFrom(d, sampled);
 }
 
 // Not one weight: the general path, or for two weights TwoWeightPass and
