@@ -71,6 +71,7 @@ Picker::Picker(std::shared_ptr<const Config> config,
       bounded_policy_(
           BoundedLoadRendezvous::Create(config_->balance_factor_percent)
               .value_or(BoundedLoadRendezvous())),
+      scope_total_(&list_->scope->total()),
       any_pending_(AnyPending(list_->backends.size(), states)),
       all_(any_pending_ ? std::make_optional<PreparedCandidates>(
                               CandidatesOf(*list_, states, effective_weights,
@@ -134,11 +135,13 @@ PickOutcome Picker::PickBounded(std::string_view key, bool keyed) const {
   if (keyed && any_pending_ && OwnerIsPending(key)) {
     return PickOutcome{PickOutcome::Queue{}};
   }
-  // Route, not Decide: an idle owner is taken without reading every
-  // backend's counter (each on its own cache line, cold at every call).
-  const Result<PreparedCandidates::Routed> routed = ready_.Route(
-      bounded_policy_, key, [this](size_t i) { return counters_[i]->Load(); },
-      Scratch());
+  // Bounds from the scope's total: the decision reads only the counters of
+  // the candidates it visits in the key's order (each a cold cache line),
+  // and falls back to their sum when the total was caught between a slot
+  // and its total (PreparedCandidates::RouteWithTotal).
+  const Result<PreparedCandidates::Routed> routed = ready_.RouteWithTotal(
+      bounded_policy_, key, scope_total_->Load(),
+      [this](size_t i) { return counters_[i]->Load(); }, Scratch());
   if (!routed.ok()) return Fail(RouteError(routed.error()));
   const PreparedCandidates::Routed& d = routed.value();
   InFlightGuard slot = TryAcquire(d.selection);

@@ -88,8 +88,13 @@ struct PickOutcome {
 //   3. Otherwise the key goes to its owner among the READY backends: a
 //      failed owner passes its keys to their next READY choice.
 //      bounded_load_rendezvous takes the first in the key's READY order
-//      with room under its bound (BoundedLoadRendezvous), a spill when that
-//      is not the owner.
+//      with room under its bound, ceil(f (L + 1) w / (100 W)) with L the
+//      load scope's calls in flight (the channel's, or with loadScope
+//      PROCESS every channel's of the scope, to any backend) and W the READY
+//      weights; a spill when that is not the owner. Should L be caught
+//      between a slot taken and counted in it, so that no READY backend
+//      has room, the bounds come from the sum of their loads instead
+//      (PreparedCandidates::RouteWithTotal): a pick never fails for it.
 //   4. maxInFlightPerBackend: the slot is taken at the pick, so concurrent
 //      picks see each other and the limit is exact. A backend found at the
 //      limit is left out and the choice of rule 3 is made again among the
@@ -103,9 +108,10 @@ struct PickOutcome {
 //      wrapping around when k reaches their number. It never queues (its
 //      first attempt already found the owner settled), is not a spill, and
 //      rule 4 applies as above (a backend at the limit is left out and the
-//      choice made again). SAME_OWNER routes it like a first attempt. Every
-//      completed retry counts in PolicyStats::retries and the backend's
-//      retried_in.
+//      choice made again). The re-decisions of rules 4 and 6 (both rare) take L
+//      as the sum of the READY backends' loads, which they read anyway.
+//      SAME_OWNER routes it like a first attempt. Every completed retry counts
+//      in PolicyStats::retries and the backend's retried_in.
 class Picker final {
  public:
   // `states[i]` is the state of list->backends[i]; `config` passed
@@ -161,6 +167,8 @@ class Picker final {
   const bool track_load_;
   const uint64_t limit_;  // maxInFlightPerBackend; 0: none
   const BoundedLoadRendezvous bounded_policy_;
+  // The load scope's calls in flight: L of every bound (rule 3).
+  const InFlightCounter* const scope_total_;
   // list_->backends[i].cell->in_flight, in one array: a bounded pick may
   // read several.
   std::vector<const InFlightCounter*> counters_;
