@@ -315,6 +315,38 @@ TEST_F(PickerTest, ConcurrentPicksNeverExceedTheLimit) {
 
 // Under load, every pick equals the core's Decide over the READY backends
 // with the loads of the moment.
+// L is the load scope's total: calls still in flight on a backend that left
+// READY count, so the READY backends' bounds are not computed as if the
+// client had sent nothing there.
+TEST_F(PickerTest, BoundsCountTheScopesCallsAlsoOnBackendsNotReady) {
+  std::vector<BackendState> states = States(4, RoutingState::kReady);
+  states[3].routing = RoutingState::kFailed;
+  Build(ValidConfig(/*bounded=*/true), {1, 1, 1, 1}, states);
+  std::vector<InFlightGuard> draining;  // 8 calls on the failed backend
+  for (int i = 0; i < 8; ++i) {
+    draining.push_back(
+        InFlightGuard::TryAcquire(SharedCounter(set_.backends()[3].cell)));
+  }
+  const std::string key = "user-1";
+  const auto owner = static_cast<size_t>(OwnerAmongReady(key));
+  PickOutcome first = Pick(key);  // L = 8: the owner is idle
+  ASSERT_NE(Completed(first), nullptr);
+  ASSERT_EQ(Completed(first)->backend, owner);
+  // L = 9, W = 3: bound ceil(1.5 * 10 / 3) = 5, so the owner (1 call) has
+  // room. From the READY loads alone (L = 1) it would be ceil(1.5 * 2 / 3)
+  // = 1 and the key would spill.
+  EXPECT_EQ(set_.load_scope()->total().Load(), 9u);
+  PickOutcome second = Pick(key);
+  ASSERT_NE(Completed(second), nullptr);
+  EXPECT_EQ(Completed(second)->backend, owner);
+  EXPECT_FALSE(Completed(second)->spilled);
+  draining.clear();
+  // L = 2 now: bound ceil(1.5 * 3 / 3) = 2, the owner holds 2: a spill.
+  PickOutcome third = Pick(key);
+  ASSERT_NE(Completed(third), nullptr);
+  EXPECT_TRUE(Completed(third)->spilled);
+}
+
 TEST_F(PickerTest, BoundedPicksEqualDecide) {
   for (const std::vector<uint32_t>& weights :
        {std::vector<uint32_t>{1, 1, 1, 1, 1}, std::vector<uint32_t>{1, 2, 1},
