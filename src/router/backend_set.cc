@@ -146,8 +146,9 @@ BackendSet::UpdateReport BackendSet::Update(
 
 std::shared_ptr<BackendCell> BackendSet::NewCell(std::string_view identity) {
   std::shared_ptr<InFlightCounter> shared = scope_->SharedCounterFor(identity);
-  if (shared != nullptr)
+  if (shared != nullptr) {
     return std::make_shared<BackendCell>(std::move(shared));
+  }
   return std::make_shared<BackendCell>(scope_);
 }
 

@@ -71,7 +71,7 @@ inline std::shared_ptr<InFlightCounter> SharedCounter(
 // `s` as absl's string_view (a type of its own in the absl this builds
 // with), for heterogeneous lookups in absl containers keyed by std::string.
 inline absl::string_view AbslView(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
+  return {s.data(), s.size()};
 }
 
 // One address as the resolver gave it.
