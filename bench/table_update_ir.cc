@@ -56,8 +56,9 @@ int main(int argc, char** argv) {
   CALLGRIND_DUMP_STATS_AT("full-build");
 
   std::vector<std::vector<std::string>> moved(reps, ids);
-  for (size_t r = 0; r < reps; ++r)
+  for (size_t r = 0; r < reps; ++r) {
     moved[r][n / 2] = "moved-" + std::to_string(r);
+  }
   std::vector<std::vector<std::string_view>> moved_views;
   moved_views.reserve(reps);
   for (const auto& m : moved) {

@@ -52,7 +52,7 @@ uint64_t SequenceHash(const std::vector<IdentityRow*>& rows) {
 }  // namespace
 
 IdentityStore& IdentityStore::Global() {
-  static IdentityStore* const store = new IdentityStore();
+  static auto* const store = new IdentityStore();
   return *store;
 }
 
@@ -70,7 +70,8 @@ std::shared_ptr<const IdentityTable> IdentityStore::Share(
       HashIdentityRow(row->identity, row.get());
       ++totals_.identities_hashed;
       it = rows_.emplace(row->identity, row.get()).first;
-      row.release();  // owned by rows_ until its last table goes
+      // Owned by rows_ until its last table goes.
+      static_cast<void>(row.release());
     }
     rows.push_back(it->second);
   }
