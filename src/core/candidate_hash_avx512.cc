@@ -274,9 +274,9 @@ POISE_AVX512 internal::LargestZ TableLargestZAvx512(
 POISE_AVX512 size_t ListZInRangeAvx512(const uint64_t* z, size_t n,
                                        uint64_t threshold, uint64_t span,
                                        size_t* out) {
-  const __m512i low = _mm512_set1_epi64(static_cast<long long>(threshold));
-  const __m512i width = _mm512_set1_epi64(static_cast<long long>(span));
-  const __m512i step = _mm512_set1_epi64(static_cast<long long>(kLanes));
+  const __m512i low = _mm512_set1_epi64(static_cast<int64_t>(threshold));
+  const __m512i width = _mm512_set1_epi64(static_cast<int64_t>(span));
+  const __m512i step = _mm512_set1_epi64(static_cast<int64_t>(kLanes));
   __m512i index = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
   size_t listed = 0;
   for (size_t i = 0; i < n; i += kLanes) {

@@ -99,6 +99,29 @@ UInt128 Capacity(uint32_t factor_percent, uint64_t total_load, uint32_t weight,
   return (numerator + denominator - 1) / denominator;  // no wrap: see above
 }
 
+namespace {
+
+// Point 7's selection for a load total L = total_load (Decide's sum, or
+// point 9's T): the first backend in `order` whose load is below its
+// capacity, as the decision with `order`'s first as the affinity.
+bool FirstWithRoom(const std::vector<Ranked>& order,
+                   const std::vector<Backend>& backends,
+                   uint32_t factor_percent, uint64_t total_load,
+                   uint64_t total_weight, Decision& out) {
+  for (const Ranked& r : order) {
+    const UInt128 capacity =
+        Capacity(factor_percent, total_load, r.weight, total_weight);
+    if (backends[r.index].load < capacity) {
+      out = Decision{order.front().index, r.index, backends[r.index].load,
+                     capacity};
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 Result<Decision> Decide(std::string_view key,
                         const std::vector<Backend>& backends,
                         uint32_t factor_percent) {
@@ -118,13 +141,10 @@ Result<Decision> Decide(std::string_view key,
     }
   }
   if (total_load == UINT64_MAX) return PickError::kLoadOverflow;  // L + 1
-  for (const Ranked& r : order) {
-    const UInt128 capacity =
-        Capacity(factor_percent, total_load, r.weight, total_weight);
-    if (backends[r.index].load < capacity) {
-      return Decision{order.front().index, r.index, backends[r.index].load,
-                      capacity};
-    }
+  Decision d{};
+  if (FirstWithRoom(order, backends, factor_percent, total_load, total_weight,
+                    d)) {
+    return d;
   }
   // Unreachable for factor_percent >= 100: the capacities sum to at least
   // L + 1, so some backend's load is below its own.
@@ -146,14 +166,10 @@ Result<DecisionWithTotal> DecideWithTotal(std::string_view key,
     }
   }
   if (total_load == UINT64_MAX) return PickError::kLoadOverflow;  // T + 1
-  for (const Ranked& r : order) {
-    const UInt128 capacity =
-        Capacity(factor_percent, total_load, r.weight, total_weight);
-    if (backends[r.index].load < capacity) {
-      return DecisionWithTotal{Decision{order.front().index, r.index,
-                                        backends[r.index].load, capacity},
-                               false};
-    }
+  Decision d{};
+  if (FirstWithRoom(order, backends, factor_percent, total_load, total_weight,
+                    d)) {
+    return DecisionWithTotal{d, false};
   }
   // Nobody has room: T is below L (the capacities sum to at least T + 1).
   const Result<Decision> sampled = Decide(key, backends, factor_percent);

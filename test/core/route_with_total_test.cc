@@ -132,6 +132,23 @@ struct Reads {
   }
 };
 
+// RouteWithTotal on `backends`' loads, counting each load read in `reads`
+// (sized for the list).
+Result<Routed> RouteCounting(const PreparedCandidates& prepared,
+                             const BoundedLoadRendezvous& bounded,
+                             const std::string& key, uint64_t total,
+                             const std::vector<contract::Backend>& backends,
+                             std::vector<int>& reads,
+                             DecisionScratch& scratch) {
+  return prepared.RouteWithTotal(
+      bounded, key, total,
+      [&](size_t i) {
+        ++reads[i];
+        return backends[i].load;
+      },
+      scratch);
+}
+
 class RouteWithTotalByKernel : public test_util::KernelFixture {};
 INSTANTIATE_TEST_SUITE_P(RouteWithTotal, RouteWithTotalByKernel,
                          test_util::Kernels(), test_util::KernelName);
@@ -165,13 +182,8 @@ TEST_P(RouteWithTotalByKernel, AnswersAsTheContractForEveryTotal) {
                                  0};
       for (const uint64_t total : totals) {
         Reads reads(n);
-        const Result<Routed> got = prepared.RouteWithTotal(
-            bounded, key, total,
-            [&](size_t i) {
-              ++reads.count[i];
-              return c.backends[i].load;
-            },
-            scratch_a);
+        const Result<Routed> got = RouteCounting(
+            prepared, bounded, key, total, c.backends, reads.count, scratch_a);
         const auto want =
             contract::DecideWithTotal(key, c.backends, factor, total);
         ExpectSameRouting(got, want);
@@ -257,20 +269,15 @@ TEST_P(RouteWithTotalByKernel, DeepWalksReadOnlyTheKeysOrderUpToTheSelection) {
             contract::Order(key, backends);
         // The first `full` of the key's order are far over any bound; the
         // rest idle. T is large enough that the idle have room.
-        const size_t full = static_cast<size_t>(rng() % order.size());
+        const size_t full = rng() % order.size();
         for (auto& b : backends) b.load = 0;
         for (size_t r = 0; r < full; ++r) {
           backends[order[r].index].load = uint64_t{1} << 40;
         }
         const uint64_t total = uint64_t{1} << 41;
         std::vector<int> reads(n, 0);
-        const Result<Routed> got = prepared.RouteWithTotal(
-            bounded, key, total,
-            [&](size_t i) {
-              ++reads[i];
-              return backends[i].load;
-            },
-            scratch);
+        const Result<Routed> got = RouteCounting(prepared, bounded, key, total,
+                                                 backends, reads, scratch);
         ASSERT_TRUE(got.ok());
         EXPECT_EQ(got.value().affinity, order.front().index);
         EXPECT_EQ(got.value().selection, order[full].index);
@@ -309,13 +316,8 @@ TEST_P(RouteWithTotalByKernel, StaleTotalFallsBackToTheSampledDecision) {
       const std::string key = "stale-" + std::to_string(k);
       for (const uint64_t total : {uint64_t{0}, uint64_t{3}}) {
         std::vector<int> reads(backends.size(), 0);
-        const Result<Routed> got = prepared.RouteWithTotal(
-            bounded, key, total,
-            [&](size_t i) {
-              ++reads[i];
-              return backends[i].load;
-            },
-            scratch_a);
+        const Result<Routed> got = RouteCounting(prepared, bounded, key, total,
+                                                 backends, reads, scratch_a);
         const Result<Decision> want = prepared.Decide(
             bounded, key, [&](size_t i) { return backends[i].load; },
             scratch_b);
