@@ -62,7 +62,7 @@ struct Options {
 // --- the server, in a child process -----------------------------------------
 
 class EchoService final : public poise::example::Echo::Service {
-  grpc::Status Echo(grpc::ServerContext*,
+  grpc::Status Echo(grpc::ServerContext* /*context*/,
                     const poise::example::EchoRequest* request,
                     poise::example::EchoReply* reply) override {
     reply->set_backend_id("memory-bench");
@@ -334,7 +334,7 @@ int RunAll(const Options& options, const char* self) {
     return static_cast<int64_t>(
         std::strtoll(line.c_str() + at + key.size() + 2, nullptr, 10));
   };
-  const double per = static_cast<double>(options.channels * options.backends);
+  const auto per = static_cast<double>(options.channels * options.backends);
   const int64_t rr_rss = field(lines[0], "rss_kib");
   const int64_t rr_heap = field(lines[0], "heap_bytes");
   std::printf(

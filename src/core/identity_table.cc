@@ -69,7 +69,7 @@ IdentityTable::IdentityTable(const std::vector<std::string_view>& identities)
       offset_(new uint64_t[identities.size() * 256]),
       identities_(identities.size()) {
   const WalkFn walk = ActiveWalk();
-  uint64_t* const offset = const_cast<uint64_t*>(offset_.get());
+  auto* const offset = const_cast<uint64_t*>(offset_.get());
   uint64_t row[256];
   for (size_t i = 0; i < size_; ++i) {
     HashInto(walk, identities[i], &power_[i], row);
@@ -98,7 +98,7 @@ IdentityTable::IdentityTable(const internal::IdentityRow* const* rows, size_t n,
       offset_(new uint64_t[n * 256]),
       identities_(n),
       keep_(std::move(keep)) {
-  uint64_t* const offset = const_cast<uint64_t*>(offset_.get());
+  auto* const offset = const_cast<uint64_t*>(offset_.get());
   for (size_t i = 0; i < n; ++i) {
     power_[i] = rows[i]->power;
     identities_[i] = rows[i]->identity;

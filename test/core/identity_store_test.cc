@@ -26,7 +26,7 @@ std::vector<std::string> Identities(size_t n, const std::string& prefix) {
 }
 
 std::vector<std::string_view> Views(const std::vector<std::string>& ids) {
-  return std::vector<std::string_view>(ids.begin(), ids.end());
+  return {ids.begin(), ids.end()};
 }
 
 // Every identity of `shared` hashes as a fresh table and the contract do,
@@ -77,6 +77,7 @@ TEST(IdentityStore, HundredListsOfTheSameIdentitiesShareOneTable) {
   const std::vector<std::string> owned = Identities(1000, "10.1.0.");
   const std::vector<std::string_view> ids = Views(owned);
   std::vector<std::shared_ptr<const IdentityTable>> tables;
+  tables.reserve(100);
   for (int c = 0; c < 100; ++c) tables.push_back(store.Share(ids));
   const IdentityStoreCounts counts = store.counts();
   EXPECT_EQ(counts.rows, 1000u);
@@ -157,6 +158,7 @@ TEST(IdentityStore, ConcurrentSharesAndReleases) {
   const std::vector<std::string> pool = Identities(64, "pool-");
   constexpr int kThreads = 4;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   std::vector<int> failures(kThreads, 0);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {

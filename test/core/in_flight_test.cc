@@ -104,10 +104,12 @@ TEST(InFlight, CountersCountIntoTheirTotal) {
 TEST(InFlight, TotalMatchesItsCountersUnderConcurrency) {
   InFlightCounter total;
   std::vector<std::unique_ptr<InFlightCounter>> counters;
+  counters.reserve(4);
   for (int i = 0; i < 4; ++i) {
     counters.push_back(std::make_unique<InFlightCounter>(2, &total));
   }
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t]() {
       for (int k = 0; k < 20000; ++k) {

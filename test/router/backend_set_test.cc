@@ -364,6 +364,7 @@ TEST(BackendSet, ConcurrentUpdatesFromManyChannels) {
   constexpr int kSetsPerThread = 10;
   std::vector<std::vector<std::unique_ptr<BackendSet>>> sets(kThreads);
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       auto& mine = sets[static_cast<size_t>(t)];

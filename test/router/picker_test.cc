@@ -323,6 +323,7 @@ TEST_F(PickerTest, BoundsCountTheScopesCallsAlsoOnBackendsNotReady) {
   states[3].routing = RoutingState::kFailed;
   Build(ValidConfig(/*bounded=*/true), {1, 1, 1, 1}, states);
   std::vector<InFlightGuard> draining;  // 8 calls on the failed backend
+  draining.reserve(8);
   for (int i = 0; i < 8; ++i) {
     draining.push_back(
         InFlightGuard::TryAcquire(SharedCounter(set_.backends()[3].cell)));
