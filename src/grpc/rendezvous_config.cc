@@ -173,6 +173,22 @@ struct JsonConfig {
                     ValidationErrors* errors);
 };
 
+// An enum field given by its spelling: `parse` of `text` into `out`, or the
+// field's rule as its error.
+template <typename Enum>
+void ParseSpelling(const absl::optional<std::string>& text,
+                   std::optional<Enum> (*parse)(std::string_view),
+                   const char* field, const char* rule, Enum& out,
+                   ValidationErrors* errors) {
+  if (!text.has_value()) return;
+  if (const std::optional<Enum> value = parse(*text); value.has_value()) {
+    out = *value;
+  } else {
+    ValidationErrors::ScopedField scoped(errors, field);
+    errors->AddError(rule);
+  }
+}
+
 void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
                               ValidationErrors* errors) {
   config.bounded = args.IsEnabled(kBoundedKey);
@@ -210,40 +226,16 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
     config.endpoints.push_back(std::move(endpoint));
   }
   if (default_weight.has_value()) config.default_weight = *default_weight;
-  if (missing_key.has_value()) {
-    const std::optional<router::MissingKey> mode =
-        router::ParseMissingKey(*missing_key);
-    if (mode.has_value()) {
-      config.missing_key = *mode;
-    } else {
-      ValidationErrors::ScopedField field(errors, ".missingKey");
-      errors->AddError(router::kMissingKeyRule);
-    }
-  }
+  ParseSpelling(missing_key, router::ParseMissingKey, ".missingKey",
+                router::kMissingKeyRule, config.missing_key, errors);
   if (max_in_flight_per_backend.has_value()) {
     config.max_in_flight_per_backend = *max_in_flight_per_backend;
   }
-  if (retry_routing.has_value()) {
-    const std::optional<router::RetryRouting> routing =
-        router::ParseRetryRouting(*retry_routing);
-    if (routing.has_value()) {
-      config.retry_routing = *routing;
-    } else {
-      ValidationErrors::ScopedField field(errors, ".retryRouting");
-      errors->AddError(router::kRetryRoutingRule);
-    }
-  }
+  ParseSpelling(retry_routing, router::ParseRetryRouting, ".retryRouting",
+                router::kRetryRoutingRule, config.retry_routing, errors);
   if (slow_start.has_value()) config.slow_start = slow_start->ToConfig();
-  if (load_scope.has_value()) {
-    const std::optional<router::LoadScopeKind> scope =
-        router::ParseLoadScope(*load_scope);
-    if (scope.has_value()) {
-      config.load_scope = *scope;
-    } else {
-      ValidationErrors::ScopedField field(errors, ".loadScope");
-      errors->AddError(router::kLoadScopeRule);
-    }
-  }
+  ParseSpelling(load_scope, router::ParseLoadScope, ".loadScope",
+                router::kLoadScopeRule, config.load_scope, errors);
   AddRuleErrors(router::NormalizeAndValidate(config), errors);
 }
 
