@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <memory>
 #include <random>
 #include <string>
@@ -166,10 +167,11 @@ TEST(IdentityStore, ConcurrentSharesAndReleases) {
       std::shared_ptr<const IdentityTable> held;
       for (int round = 0; round < 300; ++round) {
         // A window of the pool, most of it shared with other threads.
-        const size_t begin = rng() % 8;
-        const size_t n = 40 + rng() % 16;
-        std::vector<std::string_view> ids(pool.begin() + begin,
-                                          pool.begin() + begin + n);
+        const auto begin = static_cast<ptrdiff_t>(rng() % 8);
+        const auto n = static_cast<size_t>(40 + rng() % 16);
+        std::vector<std::string_view> ids(
+            pool.begin() + begin,
+            pool.begin() + begin + static_cast<ptrdiff_t>(n));
         held = store.Share(ids);
         const uint64_t state = rng();
         for (size_t i = 0; i < n; i += 7) {
