@@ -108,6 +108,7 @@ struct ChannelStats {
   // in that scope, to any backend: the L of the bounds.
   std::string load_scope;
   uint64_t scope_in_flight = 0;
+  uint64_t scope_peak_in_flight = 0;   // the highest scope_in_flight so far
   std::vector<BackendStats> backends;  // the current address list, in order
 };
 

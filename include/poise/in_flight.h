@@ -46,22 +46,24 @@ class InFlightCounter final {
   // Takes one slot unless `limit` (kNoLimit for none) is reached; for callers
   // whose limit is configured apart from the counter.
   bool TryAcquireWithin(uint64_t limit) {
-    uint64_t now;
     if (limit == kNoLimit) {
-      now = count_.fetch_add(1, std::memory_order_relaxed) + 1;
-    } else {
-      uint64_t current = count_.load(std::memory_order_relaxed);
-      do {
-        if (current >= limit) return false;
-      } while (!count_.compare_exchange_weak(current, current + 1,
-                                             std::memory_order_relaxed));
-      now = current + 1;
+      Counted(count_.fetch_add(1, std::memory_order_relaxed) + 1);
+      return true;
     }
-    if (total_ != nullptr) total_->TryAcquireWithin(kNoLimit);
-    uint64_t peak = peak_.load(std::memory_order_relaxed);
-    while (now > peak &&
-           !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-    }
+    return TryAcquireIf([limit](uint64_t count) { return count < limit; });
+  }
+
+  // Takes one slot if `has_room(count)` holds for the count it would raise,
+  // atomically: a slot taken at once by someone else is seen (a bound
+  // checked when a choice was made holds at the slot).
+  template <typename HasRoom>
+  bool TryAcquireIf(HasRoom&& has_room) {
+    uint64_t current = count_.load(std::memory_order_relaxed);
+    do {
+      if (!has_room(current)) return false;
+    } while (!count_.compare_exchange_weak(current, current + 1,
+                                           std::memory_order_relaxed));
+    Counted(current + 1);
     return true;
   }
 
@@ -72,6 +74,15 @@ class InFlightCounter final {
   }
 
  private:
+  // A slot was taken, raising the count to `now`.
+  void Counted(uint64_t now) {
+    if (total_ != nullptr) total_->TryAcquireWithin(kNoLimit);
+    uint64_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak &&
+           !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+
   std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> peak_{0};
   const uint64_t limit_;
@@ -95,6 +106,17 @@ class InFlightGuard final {
       std::shared_ptr<InFlightCounter> counter, uint64_t limit) {
     InFlightGuard guard;
     if (counter != nullptr && counter->TryAcquireWithin(limit)) {
+      guard.counter_ = std::move(counter);
+    }
+    return guard;
+  }
+
+  // The same while `has_room(count)` holds (InFlightCounter::TryAcquireIf).
+  template <typename HasRoom>
+  static InFlightGuard TryAcquireIf(std::shared_ptr<InFlightCounter> counter,
+                                    HasRoom&& has_room) {
+    InFlightGuard guard;
+    if (counter != nullptr && counter->TryAcquireIf(has_room)) {
       guard.counter_ = std::move(counter);
     }
     return guard;

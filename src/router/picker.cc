@@ -81,6 +81,15 @@ Picker::Picker(std::shared_ptr<const Config> config,
       ready_(CandidatesOf(*list_, states, effective_weights,
                           /*ready_only=*/true),
              list_->table) {
+  // W of the bounds, for holding them at the slot; 0 when 100 W does not
+  // fit in 64 bits (the general path's lists: the bound is then checked
+  // only when the choice is made).
+  uint64_t w = 0;
+  bool fits = true;
+  for (const Candidate& c : ready_.candidates()) {
+    if (c.eligible) fits &= !__builtin_add_overflow(w, uint64_t{c.weight}, &w);
+  }
+  ready_weight_ = fits && w <= UINT64_MAX / 100 ? w : 0;
   counters_.reserve(list_->backends.size());
   pending_.reserve(list_->backends.size());
   for (size_t i = 0; i < list_->backends.size(); ++i) {
@@ -135,18 +144,47 @@ PickOutcome Picker::PickBounded(std::string_view key, bool keyed) const {
   if (keyed && any_pending_ && OwnerIsPending(key)) {
     return PickOutcome{PickOutcome::Queue{}};
   }
-  // Bounds from the scope's total: the decision reads only the counters of
-  // the candidates it visits in the key's order (each a cold cache line),
-  // and falls back to their sum when the total was caught between a slot
-  // and its total (PreparedCandidates::RouteWithTotal).
-  const Result<PreparedCandidates::Routed> routed = ready_.RouteWithTotal(
-      bounded_policy_, key, scope_total_->Load(),
-      [this](size_t i) { return counters_[i]->Load(); }, Scratch());
-  if (!routed.ok()) return Fail(RouteError(routed.error()));
-  const PreparedCandidates::Routed& d = routed.value();
-  InFlightGuard slot = TryAcquire(d.selection);
-  if (slot.held()) return Complete(d.selection, d.spilled, std::move(slot));
-  return PickWithinLimit(key, d.affinity);
+  for (int race = 0;; ++race) {
+    // Bounds from the scope's total: the decision reads only the counters
+    // of the candidates it visits in the key's order (each a cold cache
+    // line), and falls back to their sum when the total was caught between
+    // a slot and its total (PreparedCandidates::RouteWithTotal).
+    const uint64_t total = scope_total_->Load();
+    const Result<PreparedCandidates::Routed> routed = ready_.RouteWithTotal(
+        bounded_policy_, key, total,
+        [this](size_t i) { return counters_[i]->Load(); }, Scratch());
+    if (!routed.ok()) return Fail(RouteError(routed.error()));
+    const PreparedCandidates::Routed& d = routed.value();
+    // The bound holds at the slot: channels of one scope pick at the same
+    // time, so the selection may have filled to its bound since its load
+    // was read; then the choice is made again. Each such loss is another
+    // pick's win; after kMaxBoundRaces of them in a row the pick takes its
+    // choice regardless (it never fails or waits for a race).
+    if (ready_weight_ == 0 || race == kMaxBoundRaces) {
+      InFlightGuard slot = TryAcquire(d.selection);
+      if (slot.held()) return Complete(d.selection, d.spilled, std::move(slot));
+      return PickWithinLimit(key, d.affinity);
+    }
+    // A stale total (the decision fell back to the loads' sum) is read
+    // again: the bound of the sum is not the scope's.
+    if (d.sampled) continue;
+    const internal::RoomTest room{UInt128{bounded_policy_.factor_percent()} *
+                                      (UInt128{total} + 1) *
+                                      ready_.candidates()[d.selection].weight,
+                                  uint64_t{100} * ready_weight_};
+    const uint64_t limit = limit_;
+    InFlightGuard slot = InFlightGuard::TryAcquireIf(
+        SharedCounter(list_->backends[d.selection].cell),
+        [&room, limit](uint64_t count) {
+          return room(count) &&
+                 (limit == InFlightCounter::kNoLimit || count < limit);
+        });
+    if (slot.held()) return Complete(d.selection, d.spilled, std::move(slot));
+    if (limit_ != InFlightCounter::kNoLimit &&
+        counters_[d.selection]->Load() >= limit_) {
+      return PickWithinLimit(key, d.affinity);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------

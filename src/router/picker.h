@@ -14,6 +14,7 @@
 #include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "poise/in_flight.h"
+#include "poise/internal/pass.h"
 #include "poise/prepared_candidates.h"
 #include "poise/rendezvous.h"
 #include "src/router/backend_set.h"
@@ -95,6 +96,9 @@ struct PickOutcome {
 //      between a slot taken and counted in it, so that no READY backend
 //      has room, the bounds come from the sum of their loads instead
 //      (PreparedCandidates::RouteWithTotal): a pick never fails for it.
+//      The bound is held at the slot (taken only while the count is below
+//      it): channels of one scope pick at the same time, and one whose
+//      selection filled up since it read the load decides again.
 //   4. maxInFlightPerBackend: the slot is taken at the pick, so concurrent
 //      picks see each other and the limit is exact. A backend found at the
 //      limit is left out and the choice of rule 3 is made again among the
@@ -169,6 +173,13 @@ class Picker final {
   const BoundedLoadRendezvous bounded_policy_;
   // The load scope's calls in flight: L of every bound (rule 3).
   const InFlightCounter* const scope_total_;
+  // W of every bound (the READY weights' sum); 0: 100 W does not fit in 64
+  // bits, and the bound is not held at the slot.
+  uint64_t ready_weight_ = 0;
+  // How often a bounded pick decides again when its selection filled to its
+  // bound since it was read (or the total was stale), before it takes its
+  // choice regardless.
+  static constexpr int kMaxBoundRaces = 64;
   // list_->backends[i].cell->in_flight, in one array: a bounded pick may
   // read several.
   std::vector<const InFlightCounter*> counters_;

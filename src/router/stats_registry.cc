@@ -40,6 +40,7 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
   if (backends == nullptr) return out;
   out.load_scope = backends->scope->named() ? "PROCESS" : "CHANNEL";
   out.scope_in_flight = backends->scope->total().Load();
+  out.scope_peak_in_flight = backends->scope->total().Peak();
   out.backends.reserve(backends->backends.size());
   for (size_t i = 0; i < backends->backends.size(); ++i) {
     const Backend& b = backends->backends[i];

@@ -146,10 +146,11 @@ TEST(PolicyE2E, HotKeySpreadsWithinItsBoundAndCountersDrain) {
 
 // loadScope PROCESS: four channels of one stats label (the scope's name)
 // drive one hot key with 16 calls in flight in all over 5 backends. Every
-// backend stays within the bound of all 16 calls, ceil(1.5 * 16 / 5) = 5,
-// as its server counts them; each channel's own bound, ceil(1.5 * 4 / 5) = 2,
-// would let the owner hold 8 (test/router/load_scope_test.cc). Every counter
-// of the scope drains, also as the channels close.
+// backend stays within the bound of all their calls, ceil(1.5 * 16 / 5) = 5
+// (with the scope's peak for 16), as its server counts them; each channel's
+// own bound, ceil(1.5 * 4 / 5) = 2, would let the owner hold 8
+// (test/router/load_scope_test.cc). Every counter of the scope drains, also
+// as the channels close.
 TEST(PolicyE2E, ChannelsOfOneProcessScopeShareTheBound) {
   BackendSet set;
   ASSERT_TRUE(set.Start(5, kHeader).ok());
@@ -178,13 +179,14 @@ TEST(PolicyE2E, ChannelsOfOneProcessScopeShareTheBound) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors.load(), 0);
-  // L + 1 <= 16 at every pick, over all four channels.
-  const uint64_t bound =
-      test_support::Bound(kFactor, kChannels * kThreadsPerChannel, 1, 5);
-  ASSERT_EQ(bound, 5u);
+  // L + 1 is at most the scope's peak at every pick: 16 calls, or a few
+  // more while Finish() (on gRPC's threads) trails a call's return.
+  const uint64_t peak = StatsFor("process-scope").scope_peak_in_flight;
+  EXPECT_GE(peak, 4u);
+  const uint64_t bound = test_support::Bound(kFactor, peak, 1, 5);
   for (size_t i = 0; i < set.size(); ++i) {
     EXPECT_LE(static_cast<uint64_t>(set.backend(i).peak_in_flight()), bound)
-        << set.backend(i).id();
+        << set.backend(i).id() << ", scope peak " << peak;
   }
   uint64_t spills = 0;
   int channels_seen = 0;

@@ -254,6 +254,7 @@ class Channels {
     c.set.Clear();
   }
   size_t size() const { return channels_.size(); }
+  const Picker& picker(size_t i) const { return *channels_[i].picker; }
   const BackendSet& set(size_t i) const { return channels_[i].set; }
 
  private:
@@ -326,6 +327,40 @@ TEST(LoadScopeChannels, AHotKeyOnOneOfFourChannelsSpillsLessInTheProcessScope) {
           std::to_string(result[1].spills) + " of 40000, over the bound " +
           std::to_string(result[0].over_bound) + "/" +
           std::to_string(result[1].over_bound));
+}
+
+// The same channels picking at once, one thread each (as channels do: gRPC
+// serialises picks per channel, not across them). A bound checked when the
+// choice is made could be overtaken by another channel's slot; it is held
+// at the slot, so no backend's count ever passes the bound of all 16 calls.
+TEST(LoadScopeChannels, ChannelsPickingAtOnceHoldTheBoundAtTheSlot) {
+  const std::vector<uint32_t> weights = {1, 2, 3, 6};
+  Channels channels(4, weights, true, "load-scope-test-race");
+  const std::string key = channels.KeyOwnedBy(0);
+  std::vector<std::thread> threads;
+  threads.reserve(channels.size());
+  for (size_t c = 0; c < channels.size(); ++c) {
+    threads.emplace_back([&channels, &key, c] {
+      const Picker& picker = channels.picker(c);
+      std::deque<InFlightGuard> calls;
+      for (int i = 0; i < 20000; ++i) {
+        if (calls.size() == 4) calls.pop_front();
+        PickOutcome outcome = picker.Pick(PickRequest{key});
+        auto* done = std::get_if<PickOutcome::Complete>(&outcome.result);
+        ASSERT_NE(done, nullptr);
+        calls.push_back(std::move(done->slot));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t b = 0; b < weights.size(); ++b) {
+    const InFlightCounter& counter =
+        *channels.set(0).backends()[b].cell->in_flight;
+    // L + 1 <= 16 at every pick.
+    EXPECT_LE(counter.Peak(), channels.ProcessWideBound(b, 15)) << b;
+    EXPECT_EQ(counter.Load(), 0u);
+  }
+  EXPECT_EQ(channels.set(0).load_scope()->total().Load(), 0u);
 }
 
 // Channels close in every order, calls still in flight on some: every
