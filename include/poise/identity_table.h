@@ -16,9 +16,8 @@
 //
 // Cost: 2 KiB + 8 bytes per identity, built in O(256 * total identity bytes);
 // build it when the backend list changes and share it (it is immutable, so
-// concurrent picks may read it) across the snapshots of that list. A process
-// with many lists over the same identities (one per gRPC channel) should get
-// its tables from poise/internal/identity_store.h instead: one table per
+// concurrent picks may read it) across the snapshots of that list. The
+// gRPC policies get theirs from a process-wide store instead: one table per
 // distinct identity sequence, built from rows hashed once per identity.
 #ifndef POISE_IDENTITY_TABLE_H_
 #define POISE_IDENTITY_TABLE_H_

@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "largest_z.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
-#include "poise/internal/pass.h"
-#include "poise/rendezvous.h"
+#include "poise/types.h"
 
 // The vector kernel needs x86-64 and GCC or Clang (target attributes).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

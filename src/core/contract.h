@@ -53,7 +53,7 @@
 #include <string_view>
 #include <vector>
 
-#include "poise/rendezvous.h"
+#include "poise/types.h"
 
 namespace poise::contract {
 
@@ -110,7 +110,7 @@ Result<Decision> Decide(std::string_view key,
 
 struct DecisionWithTotal {
   Decision decision;
-  bool sampled;  // no backend had room under T: point 7's decision
+  bool stale_total;  // no backend had room under T: K7's decision
 };
 
 // 9. The bounded-load decision with every bound from `total_load`.

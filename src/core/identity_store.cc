@@ -1,4 +1,4 @@
-#include "poise/internal/identity_store.h"
+#include "identity_store.h"
 
 #include <utility>
 

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "candidate_hash.h"
-#include "poise/internal/identity_store.h"
-#include "poise/rendezvous.h"
+#include "identity_store.h"
+#include "poise/types.h"
 
 namespace poise {
 

@@ -1,5 +1,5 @@
 // The owner search: the best eligible candidate by the contract's order,
-// from the per-weight largest z of one pass (internal::RunPass). The best by
+// from the per-weight largest z of one pass (internal::HashAndGroup). The best by
 // Rank::Precedes of a union is the best of the per-part bests, so
 // partitioning the candidates by weight and comparing one estimate per
 // weight (BestEstimate: by certified brackets, then approximately, exactly
@@ -15,9 +15,10 @@
 #include <cstdint>
 #include <limits>
 
+#include "hash_and_group.h"
+#include "largest_z.h"
 #include "poise/hash.h"
-#include "poise/internal/pass.h"
-#include "poise/rendezvous.h"
+#include "poise/types.h"
 #include "score_bounds.h"
 
 namespace poise::internal {

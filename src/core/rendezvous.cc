@@ -1,6 +1,7 @@
 #include "poise/rendezvous.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "candidate_hash.h"
 #include "room_search.h"
@@ -25,13 +26,6 @@ const char* ToString(PickError error) {
   return "unknown pick error";
 }
 
-namespace internal {
-void HashIdentities(uint64_t key_state, const Candidate* c, size_t n,
-                    uint64_t* z) {
-  internal::HashCandidates(key_state, c, n, z);
-}
-}  // namespace internal
-
 Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index) {
   const uint64_t z = key.Mixed(candidate.identity);
   return Rank{Score(z, candidate.weight), z, candidate.weight, index};
@@ -39,7 +33,7 @@ Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index) {
 
 namespace {
 
-// The candidate list as RunPass and Search see it: hashed from the
+// The candidate list as HashAndGroup and Search see it: hashed from the
 // identities or through a table built from them; loads only when bounded.
 struct CandidateView {
   const KeyHash& key;
@@ -55,18 +49,19 @@ struct CandidateView {
   bool eligible(size_t i) const { return data[i].IsEligible(); }
   uint32_t weight(size_t i) const { return data[i].weight; }
   void Hash(size_t begin, size_t end, uint64_t* z) const {
-    internal::HashRange(key.state(), data, table, begin, end, z);
+    if (table != nullptr) {
+      table->MixedRange(key.state(), begin, end, z);
+    } else {
+      internal::HashCandidates(key.state(), data + begin, end - begin, z);
+    }
   }
   uint64_t Z(size_t i) const {
     return table != nullptr ? table->Mixed(key.state(), i)
                             : key.Mixed(candidates[i].identity);
   }
   uint64_t load(size_t i) const { return loads[i]; }
-  UInt128 capacity(uint32_t w) const {
-    return BoundedLoadRendezvous::Capacity(factor, total_load, w, total_weight);
-  }
-  internal::RoomTest room_test(uint32_t w) const {
-    return internal::RoomTestFor(factor, total_load, w, total_weight);
+  Bound bound(uint32_t w) const {
+    return Bound(factor, total_load, w, total_weight);
   }
 };
 
@@ -128,92 +123,116 @@ Result<std::vector<Rank>> WeightedRendezvous::Ranking(
   return ranks;
 }
 
-UInt128 BoundedLoadRendezvous::Capacity(uint32_t factor_percent,
-                                        uint64_t total_load, uint32_t weight,
-                                        uint64_t total_weight) {
-  // f < 2^32, L + 1 <= 2^64 - 1 and w < 2^32: the product fits in 128 bits,
-  // and so does 100 W. Usually everything fits in 64 bits, where the
-  // division is several times cheaper than the 128-bit library call;
-  // integer division is exact either way, so both branches give the same
-  // ceiling.
-  uint64_t numerator64;
-  if (total_load < UINT32_MAX && total_weight <= UINT64_MAX / 100 &&
-      !__builtin_mul_overflow(uint64_t{factor_percent} * (total_load + 1),
-                              uint64_t{weight}, &numerator64)) {
-    const uint64_t denominator64 = uint64_t{100} * total_weight;
-    return numerator64 / denominator64 +
-           (numerator64 % denominator64 != 0 ? 1 : 0);
-  }
-  const UInt128 numerator =
-      UInt128{factor_percent} * (UInt128{total_load} + 1) * UInt128{weight};
-  const UInt128 denominator = UInt128{100} * total_weight;
-  return numerator / denominator + (numerator % denominator != 0 ? 1 : 0);
+// ---------------------------------------------------------------------------
+// Bounded decisions on loads read already
+
+namespace {
+
+// The hashing pass over the candidates (loads copied into the scratch on the
+// way) and both searches, every bound counting `total_load` calls.
+internal::SearchResult SearchWithLoads(const KeyHash& hash,
+                                       const std::vector<Candidate>& candidates,
+                                       const IdentityTable* table,
+                                       const uint64_t* loads, uint32_t factor,
+                                       uint64_t total_load,
+                                       DecisionScratch& scratch,
+                                       internal::PassState& pass) {
+  const internal::RoomBuffers buffers{
+      internal::PassOutputs{scratch.hashes(), scratch.loads()},
+      scratch.list()};
+  return internal::Search<true>(
+      CandidateView{hash, candidates, table, loads, factor, total_load,
+                    pass.total_weight},
+      pass, &buffers, internal::kScoreMargin);
 }
 
-Result<Decision> BoundedLoadRendezvous::DecideAfterPass(
-    const KeyHash& hash, const std::vector<Candidate>& candidates,
-    const IdentityTable* table, DecisionScratch& scratch,
-    internal::PassState& pass) const {
-  if (pass.total_weight == 0) return PickError::kNoEligibleCandidates;
-  if (const auto error =
-          internal::SumsError(candidates, scratch.loads_.data(), pass)) {
+// What keeps a decision from starting, in poise-core's order: a table for
+// another list, no candidates, then none eligible before a scratch that
+// cannot grow.
+std::optional<PickError> UsableError(const std::vector<Candidate>& candidates,
+                                     const IdentityTable* table,
+                                     DecisionScratch& scratch) {
+  if (table != nullptr && table->size() != candidates.size()) {
+    return PickError::kTableMismatch;
+  }
+  if (candidates.empty()) return PickError::kEmpty;
+  if (scratch.Fit(candidates.size())) return std::nullopt;
+  const bool any_eligible =
+      std::any_of(candidates.begin(), candidates.end(),
+                  [](const Candidate& c) { return c.IsEligible(); });
+  return any_eligible ? PickError::kScratchCapacityExceeded
+                      : PickError::kNoEligibleCandidates;
+}
+
+Result<Decision> DecisionOf(const internal::SearchResult& out,
+                            const uint64_t* loads) {
+  // A factor >= 100 leaves a candidate with room (the bounds sum past L).
+  if (!out.found_room) return PickError::kNoEligibleCandidates;
+  const size_t selection = out.selection.index;
+  return Decision{out.affinity.index, selection,
+                  out.affinity.index != selection, loads[selection],
+                  out.selection_capacity};
+}
+
+}  // namespace
+
+Result<Decision> BoundedLoadRendezvous::DecideOnLoads(
+    std::string_view key, const std::vector<Candidate>& candidates,
+    const IdentityTable* table, const uint64_t* loads,
+    DecisionScratch& scratch) const {
+  if (const auto error = UsableError(candidates, table, scratch)) {
     return *error;
   }
-  const std::vector<uint64_t>& loads = scratch.loads_;
-  const internal::RoomBuffers buffers{scratch.Outputs(),
-                                      scratch.survivors_.data()};
-  // The affinity owner is the best candidate overall, the selection the best
-  // one with room (the first with room in the key's order). A factor >= 100
-  // guarantees that one has room.
-  const internal::SearchResult out = internal::Search<true>(
-      CandidateView{hash, candidates, table, loads.data(), factor_percent_,
-                    pass.total_load, pass.total_weight},
-      pass, &buffers, internal::kScoreMargin);
-  if (!out.found_room) return PickError::kNoEligibleCandidates;  // unreachable
-  const size_t selection = out.selection.index;
-  return Decision{out.affinity.index, selection,
-                  out.affinity.index != selection, loads[selection],
-                  out.selection_capacity};
+  const KeyHash hash(key);
+  const CandidateView view{hash, candidates, table, loads};
+  internal::PassState pass;
+  internal::HashAndGroup<true>(
+      view, internal::PassOutputs{scratch.hashes(), scratch.loads()}, pass);
+  if (pass.total_weight == 0) return PickError::kNoEligibleCandidates;
+  if (const auto error =
+          internal::SumsError(candidates, scratch.loads(), pass)) {
+    return *error;
+  }
+  const internal::SearchResult out =
+      SearchWithLoads(hash, candidates, table, scratch.loads(), factor_percent_,
+                      pass.total_load, scratch, pass);
+  return DecisionOf(out, scratch.loads());
 }
 
-Result<Decision> BoundedLoadRendezvous::DecideAfterPassWithTotal(
-    const KeyHash& hash, const std::vector<Candidate>& candidates,
-    const IdentityTable* table, DecisionScratch& scratch,
-    internal::PassState& pass, uint64_t total_load, bool& sampled) const {
-  sampled = false;
+Result<Decision> BoundedLoadRendezvous::DecideOnLoadsWithTotal(
+    std::string_view key, const std::vector<Candidate>& candidates,
+    const IdentityTable* table, const uint64_t* loads, uint64_t total_load,
+    DecisionScratch& scratch, bool& stale_total) const {
+  stale_total = false;
+  if (const auto error = UsableError(candidates, table, scratch)) {
+    return *error;
+  }
+  const KeyHash hash(key);
+  internal::PassState pass;
+  internal::HashAndGroup<true>(
+      CandidateView{hash, candidates, table, loads},
+      internal::PassOutputs{scratch.hashes(), scratch.loads()}, pass);
   if (pass.total_weight == 0) return PickError::kNoEligibleCandidates;
-  // Below 2^32 candidates the weights cannot wrap 64 bits (SumsError);
-  // beyond, they are summed again in order, without the loads.
-  if (candidates.size() > UINT32_MAX) {
-    uint64_t total_weight = 0;
-    for (const Candidate& c : candidates) {
-      if (c.IsEligible() &&
-          __builtin_add_overflow(total_weight, uint64_t{c.weight},
-                                 &total_weight)) {
-        return PickError::kWeightOverflow;
-      }
-    }
-  }
+  if (const auto error = internal::WeightSumError(candidates)) return *error;
   if (total_load == UINT64_MAX) return PickError::kLoadOverflow;  // T + 1
-  const std::vector<uint64_t>& loads = scratch.loads_;
-  const internal::RoomBuffers buffers{scratch.Outputs(),
-                                      scratch.survivors_.data()};
-  const internal::SearchResult out = internal::Search<true>(
-      CandidateView{hash, candidates, table, loads.data(), factor_percent_,
-                    total_load, pass.total_weight},
-      pass, &buffers, internal::kScoreMargin);
-  if (!out.found_room) {  // a stale total: the bounds of the loads' sum
-    sampled = true;
-    // The room search filled the groups' `room`: the pass as RunPass left it.
-    for (size_t k = 0; k < pass.group_count; ++k) {
-      pass.groups[k].room = internal::LargestZ::Empty();
-    }
-    return DecideAfterPass(hash, candidates, table, scratch, pass);
+  const internal::SearchResult out =
+      SearchWithLoads(hash, candidates, table, scratch.loads(), factor_percent_,
+                      total_load, scratch, pass);
+  if (out.found_room) return DecisionOf(out, scratch.loads());
+  // A stale total: the bounds of the loads' sum. The room search filled the
+  // groups' `room`: the pass as it was before.
+  stale_total = true;
+  for (size_t k = 0; k < pass.group_count; ++k) {
+    pass.groups[k].room = internal::LargestZ::Empty();
   }
-  const size_t selection = out.selection.index;
-  return Decision{out.affinity.index, selection,
-                  out.affinity.index != selection, loads[selection],
-                  out.selection_capacity};
+  if (const auto error =
+          internal::SumsError(candidates, scratch.loads(), pass)) {
+    return *error;
+  }
+  return DecisionOf(
+      SearchWithLoads(hash, candidates, table, scratch.loads(), factor_percent_,
+                      pass.total_load, scratch, pass),
+      scratch.loads());
 }
 
 // ---------------------------------------------------------------------------
@@ -264,7 +283,7 @@ Result<size_t> WeightedRendezvous::PickNth(
                     [](size_t) { return true; });
 }
 
-Result<Decision> BoundedLoadRendezvous::DecideNthSampled(
+Result<Decision> BoundedLoadRendezvous::DecideNthOnLoads(
     std::string_view key, const std::vector<Candidate>& candidates,
     const IdentityTable& table, const uint64_t* loads, size_t n) const {
   if (candidates.empty()) return PickError::kEmpty;
@@ -280,8 +299,8 @@ Result<Decision> BoundedLoadRendezvous::DecideNthSampled(
   // divides by it.
   if (total_weight == 0) return PickError::kNoEligibleCandidates;
   const auto has_room = [&](size_t i) {
-    return UInt128{loads[i]} < Capacity(factor_percent_, total_load,
-                                        candidates[i].weight, total_weight);
+    return BoundFor(total_load, candidates[i].weight, total_weight)
+        .HasRoom(loads[i]);
   };
   size_t with_room = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -297,8 +316,9 @@ Result<Decision> BoundedLoadRendezvous::DecideNthSampled(
   const size_t selection =
       NthInOrder(hash, candidates, table, n % with_room, has_room);
   return Decision{affinity, selection, affinity != selection, loads[selection],
-                  Capacity(factor_percent_, total_load,
-                           candidates[selection].weight, total_weight)};
+                  BoundFor(total_load, candidates[selection].weight,
+                           total_weight)
+                      .Capacity()};
 }
 
 }  // namespace poise

@@ -30,29 +30,16 @@
 #include <optional>
 #include <vector>
 
+#include "hash_and_group.h"
+#include "largest_z.h"
 #include "owner_search.h"
+#include "poise/bound.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
-#include "poise/internal/pass.h"
-#include "poise/rendezvous.h"
+#include "poise/types.h"
 #include "score_bounds.h"
 
 namespace poise::internal {
-
-// load < Capacity(factor, total_load, weight, total_weight) as a RoomTest.
-// When 100 W does not fit in 64 bits (W > 1.8e17: tens of millions of heavy
-// candidates), load * 100 W could pass 2^128; the test then compares with
-// the capacity itself, load < c being load * 1 < c.
-inline RoomTest RoomTestFor(uint32_t factor, uint64_t total_load,
-                            uint32_t weight, uint64_t total_weight) {
-  if (total_weight > UINT64_MAX / 100) {
-    return {BoundedLoadRendezvous::Capacity(factor, total_load, weight,
-                                            total_weight),
-            1};
-  }
-  return {UInt128{factor} * (UInt128{total_load} + 1) * weight,
-          uint64_t{100} * total_weight};
-}
 
 // The eligible loads' and weights' sums as poise-core makes them: for each
 // eligible candidate in index order its load is added to L (kLoadOverflow on
@@ -97,6 +84,21 @@ inline std::optional<PickError> SumsError(
   return std::nullopt;
 }
 
+// Weights summing past 2^64 - 1, which takes 2^32 or more candidates: below
+// that the pass's sum cannot wrap (kWeightOverflow, as K8 without the loads).
+inline std::optional<PickError> WeightSumError(
+    const std::vector<Candidate>& candidates) {
+  if (candidates.size() <= UINT32_MAX) return std::nullopt;
+  uint64_t total_weight = 0;
+  for (const Candidate& c : candidates) {
+    if (c.IsEligible() && __builtin_add_overflow(
+                              total_weight, uint64_t{c.weight}, &total_weight)) {
+      return PickError::kWeightOverflow;
+    }
+  }
+  return std::nullopt;
+}
+
 // What the room search needs of the pass (each holds view.size() entries;
 // DecisionScratch owns them).
 struct RoomBuffers {
@@ -128,7 +130,7 @@ inline size_t ListSurvivorLevel(const uint64_t* z, size_t n, uint64_t threshold,
 }
 
 // Steps 2 and 3 above for a full owner, over a view that also provides
-// load(i) and room_test(w). `by_weight` holds the owner search's estimates,
+// load(i) and bound(w). `by_weight` holds the owner search's estimates,
 // one per weight group first.
 template <typename View>
 class SelectionSearch {
@@ -147,7 +149,7 @@ class SelectionSearch {
   std::optional<Rank> Run() {
     const size_t group_count = groups_.count();
     for (size_t k = 0; k < group_count; ++k) {
-      room_test_[k] = view_.room_test(groups_[k].weight);
+      bounds_[k] = view_.bound(groups_[k].weight);
       open_[k] = k;
       is_open_[k] = true;
     }
@@ -173,7 +175,7 @@ class SelectionSearch {
 
  private:
   bool HasRoom(size_t k, size_t i) const {
-    return room_test_[k](view_.load(i));
+    return bounds_[k].HasRoom(view_.load(i));
   }
 
   // The weights beyond the group table: their best member with room,
@@ -182,7 +184,9 @@ class SelectionSearch {
     bool have = false;
     Rank best{};
     groups_.ForEachUngrouped([&](size_t i, const Rank& r) {
-      if (view_.room_test(r.weight)(view_.load(i))) KeepBetter(have, best, r);
+      if (view_.bound(r.weight).HasRoom(view_.load(i))) {
+        KeepBetter(have, best, r);
+      }
     });
     if (have) with_room_[with_room_count_++] = ExactEstimate(best);
   }
@@ -249,7 +253,7 @@ class SelectionSearch {
   const RoomBuffers& buffers_;
   double margin_;
   SearchResult& out_;
-  RoomTest room_test_[kMaxGroups];
+  Bound bounds_[kMaxGroups];
   ScoreEstimate with_room_[kMaxGroups + 1];  // the per-weight bests with room
   size_t with_room_count_ = 0;
   size_t open_[kMaxGroups];  // weights whose best with room is unknown
@@ -257,9 +261,8 @@ class SelectionSearch {
   size_t open_count_ = 0;
 };
 
-// Both searches after RunPass over `view`, which provides size(),
-// eligible(i), weight(i), Z(i), and for kBounded capacity(w), room_test(w)
-// and load(i) (the loads the pass sampled).
+// Both searches after HashAndGroup over `view`, which provides size(),
+// eligible(i), weight(i), Z(i), and for kBounded bound(w) and load(i) (the loads the pass sampled).
 template <bool kBounded, typename View>
 SearchResult Search(const View& view, PassState& pass,
                     const RoomBuffers* buffers, double margin) {
@@ -275,7 +278,7 @@ SearchResult Search(const View& view, PassState& pass,
   if constexpr (kBounded) {
     // 1. The owner has room; else steps 2 and 3.
     std::optional<Rank> selection;
-    if (view.room_test(owner.weight)(view.load(owner.index))) {
+    if (view.bound(owner.weight).HasRoom(view.load(owner.index))) {
       selection = owner;
     } else {
       selection =
@@ -285,7 +288,7 @@ SearchResult Search(const View& view, PassState& pass,
     out.found_room = true;
     out.selection = ChoiceOf(*selection);
     // The only division: the decision never needs the bound itself.
-    out.selection_capacity = view.capacity(selection->weight);
+    out.selection_capacity = view.bound(selection->weight).Capacity();
   }
   return out;
 }
@@ -298,12 +301,12 @@ SearchResult ScanAndSearch(const View& view,
                            const RoomBuffers* buffers = nullptr,
                            double margin = kScoreMargin) {
   PassState pass;
-  RunPass<kBounded>(view, kBounded ? buffers->kept : PassOutputs{}, pass);
+  HashAndGroup<kBounded>(view, kBounded ? buffers->kept : PassOutputs{}, pass);
   return Search<kBounded>(view, pass, buffers, margin);
 }
 
 // WeightedRendezvous::Pick's answer from a pass made elsewhere over the
-// table's hashes (PreparedCandidates): `pass` must be what RunPass<false>
+// table's hashes (PreparedCandidates): `pass` must be what HashAndGroup<false>
 // produces for (key, candidates, table); then the answers are the same.
 Result<size_t> PickAfterPass(const KeyHash& key,
                              const std::vector<Candidate>& candidates,

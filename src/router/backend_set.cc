@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
-#include "poise/internal/identity_store.h"
+#include "src/core/identity_store.h"
 
 namespace poise::router {
 

@@ -81,15 +81,13 @@ Picker::Picker(std::shared_ptr<const Config> config,
       ready_(CandidatesOf(*list_, states, effective_weights,
                           /*ready_only=*/true),
              list_->table) {
-  // W of the bounds, for holding them at the slot; 0 when 100 W does not
-  // fit in 64 bits (the general path's lists: the bound is then checked
-  // only when the choice is made).
+  // W of the bounds, for holding them at the slot.
   uint64_t w = 0;
   bool fits = true;
   for (const Candidate& c : ready_.candidates()) {
     if (c.eligible) fits &= !__builtin_add_overflow(w, uint64_t{c.weight}, &w);
   }
-  ready_weight_ = fits && w <= UINT64_MAX / 100 ? w : 0;
+  ready_weight_ = fits ? w : 0;
   counters_.reserve(list_->backends.size());
   pending_.reserve(list_->backends.size());
   for (size_t i = 0; i < list_->backends.size(); ++i) {
@@ -109,8 +107,15 @@ PickOutcome Picker::Pick(const PickRequest& request) const {
   if (request.previous_attempts != 0) {
     return PickRetry(*request.key, request.previous_attempts);
   }
-  return bounded_ ? PickBounded(*request.key, true)
-                  : PickUnbounded(*request.key, true);
+  return PickForKey(*request.key);
+}
+
+PickOutcome Picker::PickForKey(std::string_view key) const {
+  // P2: a pending owner holds its keys.
+  if (any_pending_ && OwnerIsPending(key)) {
+    return PickOutcome{PickOutcome::Queue{}};
+  }
+  return bounded_ ? PickBounded(key) : PickUnbounded(key);
 }
 
 PickOutcome Picker::Complete(size_t index, bool spilled,
@@ -125,25 +130,18 @@ PickOutcome Picker::Complete(size_t index, bool spilled,
   return PickOutcome{PickOutcome::Complete{index, spilled, std::move(slot)}};
 }
 
-PickOutcome Picker::PickUnbounded(std::string_view key, bool keyed) const {
-  // Rule 2: a pending owner holds its keys.
-  if (keyed && any_pending_ && OwnerIsPending(key)) {
-    return PickOutcome{PickOutcome::Queue{}};
-  }
-  // Rule 3: the owner among the READY backends.
+PickOutcome Picker::PickUnbounded(std::string_view key) const {
+  // P3: the owner among the READY backends.
   const Result<size_t> chosen = ready_.Pick(key);
   if (!chosen.ok()) return Fail(RouteError(chosen.error()));
   if (!track_load_) return Complete(chosen.value(), false, InFlightGuard());
-  // Rule 4: a slot, else the slow path of the limit.
+  // P4: a slot, else the slow path of the limit.
   InFlightGuard slot = TryAcquire(chosen.value());
   if (slot.held()) return Complete(chosen.value(), false, std::move(slot));
   return PickWithinLimit(key, chosen.value());
 }
 
-PickOutcome Picker::PickBounded(std::string_view key, bool keyed) const {
-  if (keyed && any_pending_ && OwnerIsPending(key)) {
-    return PickOutcome{PickOutcome::Queue{}};
-  }
+PickOutcome Picker::PickBounded(std::string_view key) const {
   for (int race = 0;; ++race) {
     // Bounds from the scope's total: the decision reads only the counters
     // of the candidates it visits in the key's order (each a cold cache
@@ -151,8 +149,7 @@ PickOutcome Picker::PickBounded(std::string_view key, bool keyed) const {
     // a slot and its total (PreparedCandidates::RouteWithTotal).
     const uint64_t total = scope_total_->Load();
     const Result<PreparedCandidates::Routed> routed = ready_.RouteWithTotal(
-        bounded_policy_, key, total,
-        [this](size_t i) { return counters_[i]->Load(); }, Scratch());
+        bounded_policy_, key, total, counters_.data(), Scratch());
     if (!routed.ok()) return Fail(RouteError(routed.error()));
     const PreparedCandidates::Routed& d = routed.value();
     // The bound holds at the slot: channels of one scope pick at the same
@@ -167,16 +164,14 @@ PickOutcome Picker::PickBounded(std::string_view key, bool keyed) const {
     }
     // A stale total (the decision fell back to the loads' sum) is read
     // again: the bound of the sum is not the scope's.
-    if (d.sampled) continue;
-    const internal::RoomTest room{UInt128{bounded_policy_.factor_percent()} *
-                                      (UInt128{total} + 1) *
-                                      ready_.candidates()[d.selection].weight,
-                                  uint64_t{100} * ready_weight_};
+    if (d.stale_total) continue;
+    const Bound bound = bounded_policy_.BoundFor(
+        total, ready_.candidates()[d.selection].weight, ready_weight_);
     const uint64_t limit = limit_;
     InFlightGuard slot = InFlightGuard::TryAcquireIf(
         SharedCounter(list_->backends[d.selection].cell),
-        [&room, limit](uint64_t count) {
-          return room(count) &&
+        [&bound, limit](uint64_t count) {
+          return bound.HasRoom(count) &&
                  (limit == InFlightCounter::kNoLimit || count < limit);
         });
     if (slot.held()) return Complete(d.selection, d.spilled, std::move(slot));
@@ -210,11 +205,10 @@ PickOutcome Picker::PickWithoutKey() const {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   const std::string random_key =
       absl::StrCat(absl::Hex(rng(), absl::kZeroPad16));
-  return bounded_ ? PickBounded(random_key, false)
-                  : PickUnbounded(random_key, false);
+  return bounded_ ? PickBounded(random_key) : PickUnbounded(random_key);
 }
 
-// The slow path of a configured hard limit: the choice of rule 3 again,
+// The slow path of a configured hard limit (P4): the choice of P3 again,
 // without the backends found at the limit, until a slot is taken or no
 // READY backend is left.
 PickOutcome Picker::PickWithinLimit(std::string_view key,
@@ -252,7 +246,7 @@ PickOutcome Picker::PickWithinLimit(std::string_view key,
 }
 
 // ---------------------------------------------------------------------------
-// Retries (rule 6)
+// Retries (P6)
 
 uint32_t ParsePreviousAttempts(std::string_view value) {
   if (value.empty() || value.size() > 10) return 0;
@@ -268,7 +262,7 @@ PickOutcome Picker::PickRetry(std::string_view key,
                               uint32_t previous_attempts) const {
   PickOutcome outcome =
       config_->retry_routing == RetryRouting::kSameOwner
-          ? (bounded_ ? PickBounded(key, true) : PickUnbounded(key, true))
+          ? PickForKey(key)
           : PickNextChoice(key, previous_attempts);
   if (const auto* c = std::get_if<PickOutcome::Complete>(&outcome.result)) {
     stats_->retries.fetch_add(1, std::memory_order_relaxed);

@@ -13,10 +13,10 @@
 
 #include "absl/base/attributes.h"
 #include "absl/status/status.h"
+#include "poise/bound.h"
 #include "poise/in_flight.h"
-#include "poise/internal/pass.h"
-#include "poise/prepared_candidates.h"
 #include "poise/rendezvous.h"
+#include "src/core/prepared_candidates.h"
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
 #include "src/router/connectivity.h"
@@ -79,17 +79,17 @@ struct PickOutcome {
 // thread.
 //
 // The rules of a pick, in order:
-//   1. A call without a key: missingKey FAIL fails it (INTERNAL, naming the
+//   P1. A call without a key: missingKey FAIL fails it (INTERNAL, naming the
 //      header); RANDOM routes it by a random key under the rules below,
-//      except rule 2 (a random key has no home to wait for).
-//   2. The key's owner over every backend decides where it belongs. A
+//      except P2 (a random key has no home to wait for).
+//   P2. The key's owner over every backend decides where it belongs. A
 //      pending owner holds its keys: the call queues. (Only computed while
 //      some backend is pending: otherwise the owner's state cannot change
 //      the answer, see any_pending_.)
-//   3. Otherwise the key goes to its owner among the READY backends: a
+//   P3. Otherwise the key goes to its owner among the READY backends: a
 //      failed owner passes its keys to their next READY choice.
 //      bounded_load_rendezvous takes the first in the key's READY order
-//      with room under its bound, ceil(f (L + 1) w / (100 W)) with L the
+//      with room under its Bound, ceil(f (L + 1) w / (100 W)) with L the
 //      load scope's calls in flight (the channel's, or with loadScope
 //      PROCESS every channel's of the scope, to any backend) and W the READY
 //      weights; a spill when that is not the owner. Should L be caught
@@ -99,20 +99,20 @@ struct PickOutcome {
 //      The bound is held at the slot (taken only while the count is below
 //      it): channels of one scope pick at the same time, and one whose
 //      selection filled up since it read the load decides again.
-//   4. maxInFlightPerBackend: the slot is taken at the pick, so concurrent
+//   P4. maxInFlightPerBackend: the slot is taken at the pick, so concurrent
 //      picks see each other and the limit is exact. A backend found at the
-//      limit is left out and the choice of rule 3 is made again among the
+//      limit is left out and the choice of P3 is made again among the
 //      rest; with every READY backend at the limit the call fails with
 //      RESOURCE_EXHAUSTED. It never waits.
-//   5. A route the core refuses (PickError) fails the call with INTERNAL.
-//   6. A retry (previous_attempts = k > 0) of a keyed call under retryRouting
+//   P5. A route the core refuses (PickError) fails the call with INTERNAL.
+//   P6. A retry (previous_attempts = k > 0) of a keyed call under retryRouting
 //      NEXT_CHOICE goes to the key's (k + 1)-th choice among the READY
 //      backends (WeightedRendezvous::PickNth) - for bounded_load_rendezvous
 //      the (k + 1)-th choice with room (BoundedLoadRendezvous::DecideNth) -
 //      wrapping around when k reaches their number. It never queues (its
 //      first attempt already found the owner settled), is not a spill, and
-//      rule 4 applies as above (a backend at the limit is left out and the
-//      choice made again). The re-decisions of rules 4 and 6 (both rare) take L
+//      P4 applies as above (a backend at the limit is left out and the
+//      choice made again). The re-decisions of P4 and P6 (both rare) take L
 //      as the sum of the READY backends' loads, which they read anyway.
 //      SAME_OWNER routes it like a first attempt. Every completed retry counts
 //      in PolicyStats::retries and the backend's retried_in.
@@ -141,8 +141,11 @@ class Picker final {
       const BackendList& list, const std::vector<BackendState>& states,
       const std::vector<uint32_t>& weights, bool ready_only);
 
-  PickOutcome PickUnbounded(std::string_view key, bool keyed) const;
-  PickOutcome PickBounded(std::string_view key, bool keyed) const;
+  // P2, then P3 by the policy: a keyed first attempt.
+  PickOutcome PickForKey(std::string_view key) const;
+  // P3 (and P4) without P2: also for a random key.
+  PickOutcome PickUnbounded(std::string_view key) const;
+  PickOutcome PickBounded(std::string_view key) const;
   PickOutcome Complete(size_t index, bool spilled, InFlightGuard slot) const;
   // A slot on backend `index`'s counter unless it is at the limit (0: none).
   // The guard keeps the counter alive.
@@ -156,7 +159,7 @@ class Picker final {
   POISE_COLD PickOutcome PickWithinLimit(std::string_view key,
                                          size_t affinity) const;
   POISE_COLD PickOutcome Fail(absl::Status status) const;
-  // Rule 6.
+  // P6.
   POISE_COLD PickOutcome PickRetry(std::string_view key,
                                    uint32_t previous_attempts) const;
   POISE_COLD PickOutcome PickNextChoice(std::string_view key,
@@ -171,10 +174,10 @@ class Picker final {
   const bool track_load_;
   const uint64_t limit_;  // maxInFlightPerBackend; 0: none
   const BoundedLoadRendezvous bounded_policy_;
-  // The load scope's calls in flight: L of every bound (rule 3).
+  // The load scope's calls in flight: L of every bound (P3).
   const InFlightCounter* const scope_total_;
-  // W of every bound (the READY weights' sum); 0: 100 W does not fit in 64
-  // bits, and the bound is not held at the slot.
+  // W of every bound (the READY weights' sum); 0: it does not fit in 64
+  // bits (every pick then fails with the core's kWeightOverflow).
   uint64_t ready_weight_ = 0;
   // How often a bounded pick decides again when its selection filled to its
   // bound since it was read (or the total was stale), before it takes its
@@ -190,8 +193,7 @@ class Picker final {
   const bool any_pending_;
   // Both over the list's IdentityTable. Every backend (who owns the key):
   // only while some backend is pending, the only time it is read (a
-  // channel's pickers are mostly built with none, and it costs 28 bytes per
-  // backend).
+  // channel's pickers are mostly built with none).
   const std::optional<PreparedCandidates> all_;
   const PreparedCandidates ready_;  // READY backends: who may serve it
 };

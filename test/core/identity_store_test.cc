@@ -2,7 +2,7 @@
 // built from shared rows equal fresh IdentityTables and the contract bit for
 // bit; rows and tables are shared, reused and freed as counted by the store
 // (counts, not time).
-#include "poise/internal/identity_store.h"
+#include "src/core/identity_store.h"
 
 #include <gtest/gtest.h>
 

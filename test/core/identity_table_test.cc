@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "poise/internal/pass.h"
+#include "src/core/hash_and_group.h"
 #include "poise/hash.h"
 #include "poise/rendezvous.h"
 #include "src/core/candidate_hash.h"

@@ -1,8 +1,9 @@
 // PreparedCandidates against the general path (itself checked against the
 // contract in the other core tests) and the contract: the one- and
-// two-weight short paths must give the same owner, the same decision and the
-// same errors, and sample each eligible load exactly once, on every input.
-#include "poise/prepared_candidates.h"
+// two-weight short paths must give the same owner, the same decision (a
+// route given the loads' sum is Decide's) and the same errors, reading each
+// eligible load at most once, on every input.
+#include "src/core/prepared_candidates.h"
 
 #include <gtest/gtest.h>
 
@@ -49,6 +50,28 @@ void ExpectSame(const Result<Decision>& got, const Result<Decision>& want) {
   EXPECT_EQ(g.spilled, w.spilled);
   EXPECT_EQ(g.selected_load, w.selected_load);
   EXPECT_EQ(g.selected_capacity, w.selected_capacity);
+}
+
+// RouteWithTotal given the sum of the eligible loads, as a Decision: what
+// Decide answers on those loads (capacity by Bound; no overflow here).
+template <typename LoadFn>
+Result<Decision> DecideByRoute(const PreparedCandidates& prepared,
+                               const BoundedLoadRendezvous& bounded,
+                               std::string_view key, const LoadFn& load,
+                               DecisionScratch& scratch) {
+  uint64_t total = 0, total_weight = 0;
+  const std::vector<Candidate>& c = prepared.candidates();
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (!c[i].IsEligible()) continue;
+    total += load(i);
+    total_weight += c[i].weight;
+  }
+  const auto routed = prepared.RouteWithTotal(bounded, key, total, load, scratch);
+  if (!routed.ok()) return routed.error();
+  const PreparedCandidates::Routed& r = routed.value();
+  return Decision{
+      r.affinity, r.selection, r.spilled, load(r.selection),
+      bounded.BoundFor(total, c[r.selection].weight, total_weight).Capacity()};
 }
 
 // The decision tests run once per hashing kernel: the scalar loops (CPUs
@@ -102,24 +125,28 @@ TEST_P(PreparedByKernel, EqualsTheGeneralPathOnRandomLists) {
       ExpectSame(prepared.Pick(key),
                  WeightedRendezvous::Pick(key, candidates, table));
       std::vector<int> sampled(n, 0);
-      const Result<Decision> got = prepared.Decide(
-          bounded, key,
+      const Result<Decision> got = bounded.Decide(
+          key, candidates, table,
           [&](size_t i) {
             ++sampled[i];
             return loads[i];
           },
-          scratch_a);
-      ExpectSame(got, bounded.Decide(
-                          key, candidates, table,
-                          [&](size_t i) { return loads[i]; }, scratch_b));
+          scratch_b);
+      ExpectSame(DecideByRoute(prepared, bounded, key,
+                               [&](size_t i) { return loads[i]; }, scratch_a),
+                 got);
       for (size_t i = 0; i < n; ++i) {
         ASSERT_EQ(sampled[i], candidates[i].IsEligible() ? 1 : 0) << i;
       }
-      // Route: the same routing, each load sampled at most once, and only
-      // the owner's when it is idle on the short path.
+      // The route given the loads' sum: each load read at most once, and
+      // only the owner's when it is idle on a short path.
       std::fill(sampled.begin(), sampled.end(), 0);
-      const Result<PreparedCandidates::Routed> routed = prepared.Route(
-          bounded, key,
+      uint64_t sum = 0;
+      for (size_t i = 0; i < n; ++i) {
+        sum += candidates[i].IsEligible() ? loads[i] : 0;
+      }
+      const Result<PreparedCandidates::Routed> routed = prepared.RouteWithTotal(
+          bounded, key, sum,
           [&](size_t i) {
             ++sampled[i];
             return loads[i];
@@ -152,7 +179,7 @@ TEST_P(PreparedByKernel, EqualsTheGeneralPathOnRandomLists) {
   EXPECT_GT(short_lists, 1500u);  // the short paths were exercised...
   EXPECT_GT(two_weight_lists, 250u);
   EXPECT_GT(spills, 10000u);       // ...and so was the hand-over
-  EXPECT_GT(lazy_routes, 50000u);  // Route skipped the others' loads
+  EXPECT_GT(lazy_routes, 50000u);  // the route skipped the others' loads
 }
 
 // The short paths against the contract itself (not only the general path),
@@ -176,8 +203,9 @@ TEST_P(PreparedByKernel, ShortPathAnswersAreTheContracts) {
       const auto want = contract::Decide(key, backends, 125);
       ASSERT_TRUE(want.ok());
       ASSERT_EQ(prepared.Pick(key).value(), want.value().affinity);
-      const Result<Decision> got = prepared.Decide(
-          bounded, key, [&](size_t i) { return backends[i].load; }, scratch);
+      const Result<Decision> got = DecideByRoute(
+          prepared, bounded, key, [&](size_t i) { return backends[i].load; },
+          scratch);
       ASSERT_TRUE(got.ok());
       EXPECT_EQ(got.value().affinity, want.value().affinity);
       EXPECT_EQ(got.value().selection, want.value().selection);
@@ -185,8 +213,8 @@ TEST_P(PreparedByKernel, ShortPathAnswersAreTheContracts) {
   }
 }
 
-// Route reads one counter when the owner is idle and every eligible one,
-// once, when it is busy; with one weight and with two.
+// The route reads one counter when the owner is idle and, when every
+// candidate is full, every eligible one, once; with one weight and with two.
 TEST(PreparedCandidates, RouteSamplesTheOthersOnlyForABusyOwner) {
   for (const bool two : {false, true}) {
     SCOPED_TRACE(two ? "two weights" : "one weight");
@@ -209,19 +237,26 @@ TEST(PreparedCandidates, RouteSamplesTheOthersOnlyForABusyOwner) {
       return loads[i];
     };
     loads[owner] = 0;
-    auto routed = prepared.Route(bounded, "tenant-7", load, scratch);
+    const uint64_t total = 19;  // the others' loads
+    auto routed = prepared.RouteWithTotal(bounded, "tenant-7", total, load,
+                                          scratch);
     ASSERT_TRUE(routed.ok());
     EXPECT_EQ(routed.value().selection, owner);
     EXPECT_FALSE(routed.value().spilled);
     EXPECT_EQ(std::count(sampled.begin(), sampled.end(), 1), 1);
     EXPECT_EQ(sampled[owner], 1);
-    // Busy and full (20 is above every bound here, the largest being
-    // ceil(1.5 * 39 * 5 / 53) = 6): every eligible load once, and a spill.
+    // Busy, and every other candidate full under a stale total of 0 (every
+    // bound 1 or 2, every load at least 1... the owner's 20): every eligible
+    // load read once, and the loads' sum decides (a spill).
     loads[owner] = 20;
+    for (size_t i = 0; i < loads.size(); ++i) {
+      if (i != owner) loads[i] = 2;
+    }
     std::fill(sampled.begin(), sampled.end(), 0);
-    routed = prepared.Route(bounded, "tenant-7", load, scratch);
+    routed = prepared.RouteWithTotal(bounded, "tenant-7", 0, load, scratch);
     ASSERT_TRUE(routed.ok());
     EXPECT_TRUE(routed.value().spilled);
+    EXPECT_TRUE(routed.value().stale_total);
     EXPECT_EQ(routed.value().affinity, owner);
     for (size_t i = 0; i < sampled.size(); ++i) {
       EXPECT_EQ(sampled[i], i == 3 ? 0 : 1) << i;
@@ -259,7 +294,8 @@ TEST(PreparedCandidates, ShortPathsOnlyForListsThatFit) {
         const size_t owner = contract::Pick(key, backends).value();
         backends[owner].load = owner_load;
         const auto load = [&](size_t i) { return backends[i].load; };
-        const Result<Decision> got = p->Decide(bounded, key, load, scratch_a);
+        const Result<Decision> got =
+            DecideByRoute(*p, bounded, key, load, scratch_a);
         ExpectSame(got, bounded.Decide(key, p->candidates(), p->table(), load,
                                        scratch_b));
         const auto want = contract::Decide(key, backends, 150);
@@ -281,32 +317,36 @@ TEST(PreparedCandidates, ErrorsAreTheGeneralPaths) {
   const std::vector<Candidate> none = {};
   const PreparedCandidates empty(none, TableOf(none));
   EXPECT_EQ(empty.Pick("k").error(), PickError::kEmpty);
-  EXPECT_EQ(empty.Decide(bounded, "k", idle, scratch).error(),
+  EXPECT_EQ(empty.RouteWithTotal(bounded, "k", 0, idle, scratch).error(),
             PickError::kEmpty);
   const std::vector<Candidate> off = {{"a", 1, false}, {"b", 0}};
   const PreparedCandidates ineligible(off, TableOf(off));
   EXPECT_EQ(ineligible.Pick("k").error(), PickError::kNoEligibleCandidates);
-  EXPECT_EQ(ineligible.Decide(bounded, "k", idle, scratch).error(),
+  EXPECT_EQ(ineligible.RouteWithTotal(bounded, "k", 0, idle, scratch).error(),
             PickError::kNoEligibleCandidates);
   const std::vector<Candidate> two = {{"a", 1}, {"b", 1}};
   const std::vector<Candidate> three = {{"a", 1}, {"b", 1}, {"c", 1}};
   const PreparedCandidates mismatched(two, TableOf(three));
   EXPECT_EQ(mismatched.path(), Path::kGeneral);
   EXPECT_EQ(mismatched.Pick("k").error(), PickError::kTableMismatch);
-  EXPECT_EQ(mismatched.Decide(bounded, "k", idle, scratch).error(),
+  EXPECT_EQ(mismatched.RouteWithTotal(bounded, "k", 0, idle, scratch).error(),
             PickError::kTableMismatch);
   const PreparedCandidates untabled(two, nullptr);
   EXPECT_EQ(untabled.Pick("k").error(), PickError::kTableMismatch);
-  // Loads summing past 2^64 - 1 on the short path.
+  // On the short path: a total whose L + 1 does not fit, and loads summing
+  // past 2^64 - 1 under a stale total (the loads' sum then decides).
   const PreparedCandidates prepared(two, TableOf(two));
   ASSERT_EQ(prepared.path(), Path::kOneWeight);
-  const Result<Decision> d = prepared.Decide(
-      bounded, "k", [](size_t) { return UINT64_MAX / 2 + 1; }, scratch);
+  EXPECT_EQ(
+      prepared.RouteWithTotal(bounded, "k", UINT64_MAX, idle, scratch).error(),
+      PickError::kLoadOverflow);
+  const auto d = prepared.RouteWithTotal(
+      bounded, "k", 0, [](size_t) { return UINT64_MAX / 2 + 1; }, scratch);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error(), PickError::kLoadOverflow);
   // A scratch that may not grow.
   DecisionScratch small(1);
-  EXPECT_EQ(prepared.Decide(bounded, "k", idle, small).error(),
+  EXPECT_EQ(prepared.RouteWithTotal(bounded, "k", 0, idle, small).error(),
             PickError::kScratchCapacityExceeded);
 }
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "poise/identity_table.h"
-#include "poise/prepared_candidates.h"
+#include "src/core/prepared_candidates.h"
 #include "poise/rendezvous.h"
 #include "src/core/contract.h"
 #include "test_util.h"
@@ -106,7 +106,7 @@ void ExpectSameRouting(const Result<Routed>& got,
   EXPECT_EQ(got.value().affinity, w.affinity);
   EXPECT_EQ(got.value().selection, w.selection);
   EXPECT_EQ(got.value().spilled, w.selection != w.affinity);
-  EXPECT_EQ(got.value().sampled, want.value().sampled);
+  EXPECT_EQ(got.value().stale_total, want.value().stale_total);
 }
 
 // The candidates the key's order puts up to and including `selection`.
@@ -193,7 +193,7 @@ TEST_P(RouteWithTotalByKernel, AnswersAsTheContractForEveryTotal) {
         }
         ++routes;
         if (!got.ok()) continue;
-        stale += got.value().sampled;
+        stale += got.value().stale_total;
         spills += got.value().spilled;
         // The loads read: at least those up to the selection in the key's
         // order; exactly those, unless every eligible one was read (the
@@ -212,9 +212,9 @@ TEST_P(RouteWithTotalByKernel, AnswersAsTheContractForEveryTotal) {
         }
         if (total == sum) {
           // The sampled contract, bit for bit: Decide's routing.
-          EXPECT_FALSE(got.value().sampled);
-          const Result<Decision> d = prepared.Decide(
-              bounded, key, [&](size_t i) { return c.backends[i].load; },
+          EXPECT_FALSE(got.value().stale_total);
+          const Result<Decision> d = bounded.Decide(
+              key, prepared.candidates(), prepared.table(), [&](size_t i) { return c.backends[i].load; },
               scratch_b);
           ASSERT_TRUE(d.ok());
           EXPECT_EQ(got.value().affinity, d.value().affinity);
@@ -222,12 +222,12 @@ TEST_P(RouteWithTotalByKernel, AnswersAsTheContractForEveryTotal) {
           EXPECT_EQ(got.value().spilled, d.value().spilled);
         }
         if (total >= sum) {
-          EXPECT_FALSE(got.value().sampled);
+          EXPECT_FALSE(got.value().stale_total);
         }
         // No path reads everything on a short list without a reason: no
         // duplicates, no stale total, then only the visited.
         if (prepared.path() != Path::kGeneral && !c.duplicates &&
-            !got.value().sampled) {
+            !got.value().stale_total) {
           EXPECT_EQ(reads.Total(), prefix.size());
         }
       }
@@ -281,7 +281,7 @@ TEST_P(RouteWithTotalByKernel, DeepWalksReadOnlyTheKeysOrderUpToTheSelection) {
         ASSERT_TRUE(got.ok());
         EXPECT_EQ(got.value().affinity, order.front().index);
         EXPECT_EQ(got.value().selection, order[full].index);
-        EXPECT_FALSE(got.value().sampled);
+        EXPECT_FALSE(got.value().stale_total);
         for (size_t r = 0; r < order.size(); ++r) {
           EXPECT_EQ(reads[order[r].index], r <= full ? 1 : 0) << r;
         }
@@ -318,11 +318,11 @@ TEST_P(RouteWithTotalByKernel, StaleTotalFallsBackToTheSampledDecision) {
         std::vector<int> reads(backends.size(), 0);
         const Result<Routed> got = RouteCounting(prepared, bounded, key, total,
                                                  backends, reads, scratch_a);
-        const Result<Decision> want = prepared.Decide(
-            bounded, key, [&](size_t i) { return backends[i].load; },
+        const Result<Decision> want = bounded.Decide(
+              key, prepared.candidates(), prepared.table(), [&](size_t i) { return backends[i].load; },
             scratch_b);
         ASSERT_TRUE(got.ok() && want.ok());
-        EXPECT_TRUE(got.value().sampled);
+        EXPECT_TRUE(got.value().stale_total);
         EXPECT_EQ(got.value().affinity, want.value().affinity);
         EXPECT_EQ(got.value().selection, want.value().selection);
         EXPECT_EQ(got.value().spilled, want.value().spilled);

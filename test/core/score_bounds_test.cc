@@ -11,7 +11,7 @@
 #include <random>
 
 #include "poise/hash.h"
-#include "poise/internal/pass.h"
+#include "src/core/hash_and_group.h"
 #include "poise/rendezvous.h"
 #include "src/core/score_bounds.h"
 

@@ -36,7 +36,7 @@ struct SyntheticCandidates {
   std::vector<uint32_t> weights;
   std::vector<bool> ok;
   std::vector<uint64_t> loads;
-  std::vector<UInt128> caps;  // by weight, via capacity()
+  std::vector<UInt128> caps;  // by weight, via bound()
 
   size_t size() const { return z.size(); }
   bool eligible(size_t i) const { return ok[i]; }
@@ -46,8 +46,12 @@ struct SyntheticCandidates {
   }
   uint64_t Z(size_t i) const { return z[i]; }
   uint64_t load(size_t i) const { return loads[i]; }
-  UInt128 capacity(uint32_t w) const { return caps[w]; }
-  internal::RoomTest room_test(uint32_t w) const { return {caps[w], 1}; }
+  // The Bound whose capacity is caps[w]: ceil(100 c / 100) = c (caps below
+  // 2^64 here), or one that admits nothing for 0.
+  Bound bound(uint32_t w) const {
+    if (caps[w] == 0) return Bound();
+    return Bound(100, static_cast<uint64_t>(caps[w] - 1), 1, 1);
+  }
 };
 
 // Both searches, bounded, on `f` with their room buffers; a small `quota` makes

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "poise/internal/identity_store.h"
+#include "src/core/identity_store.h"
 #include "test/router/router_test_util.h"
 
 namespace poise::router {

@@ -1,5 +1,4 @@
-// Not API: nothing here is meant to be called by users, and all of it may
-// change in any release. The process-wide store of hashed identities behind
+// The process-wide store of hashed identities behind
 // poise::router's backend lists (one per gRPC channel).
 //
 // A channel's IdentityTable costs 2 KiB + 8 bytes per identity, and every
@@ -19,8 +18,8 @@
 // Thread-safe: Share() takes one mutex, held while it hashes and builds (so
 // concurrent updates to the same new list hash each identity once). Tables
 // are immutable once handed out, and picks read them without a lock.
-#ifndef POISE_INTERNAL_IDENTITY_STORE_H_
-#define POISE_INTERNAL_IDENTITY_STORE_H_
+#ifndef POISE_SRC_CORE_IDENTITY_STORE_H_
+#define POISE_SRC_CORE_IDENTITY_STORE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -93,4 +92,4 @@ class IdentityStore final {
 
 }  // namespace poise::internal
 
-#endif  // POISE_INTERNAL_IDENTITY_STORE_H_
+#endif  // POISE_SRC_CORE_IDENTITY_STORE_H_

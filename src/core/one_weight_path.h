@@ -1,0 +1,23 @@
+// The one-weight path: with every eligible candidate of one weight, the
+// key's order is the order of z (score_bounds.h), so the owner is the
+// largest z when it is clear of its runner-up. Private to src/core.
+#ifndef POISE_SRC_CORE_ONE_WEIGHT_PATH_H_
+#define POISE_SRC_CORE_ONE_WEIGHT_PATH_H_
+
+#include <cstdint>
+
+#include "largest_z.h"
+#include "prepared_list.h"
+
+namespace poise::internal {
+
+// The LargestZ of `list`'s eligible candidates for `key_state` (a one-weight
+// list); stores every eligible z in `z` when given (the vector kernel stores
+// the ineligible ones too). Where the CPU has AVX-512 the loop hashes and
+// compares eight candidates per register.
+LargestZ OneWeightLargestZ(const PreparedList& list, uint64_t key_state,
+                           uint64_t* z);
+
+}  // namespace poise::internal
+
+#endif  // POISE_SRC_CORE_ONE_WEIGHT_PATH_H_

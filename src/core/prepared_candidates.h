@@ -1,0 +1,107 @@
+// A candidate list prepared once for many decisions (a picker's snapshot),
+// answering the two questions a router asks of it: who owns a key (Pick),
+// and where a bounded call goes given the calls in flight that its bounds
+// count (RouteWithTotal). The answers are the contract's (src/core/contract.h:
+// K6 and K9); which path computes them is chosen once, when the list is
+// prepared (prepared_list.h). Private to the core and the router.
+#ifndef POISE_SRC_CORE_PREPARED_CANDIDATES_H_
+#define POISE_SRC_CORE_PREPARED_CANDIDATES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "poise/identity_table.h"
+#include "poise/in_flight.h"
+#include "poise/rendezvous.h"
+#include "poise/types.h"
+#include "prepared_list.h"
+
+namespace poise {
+
+class PreparedCandidates final {
+ public:
+  using Path = internal::ListPath;
+
+  // `table` must hold the identities of `candidates`, in order; with a
+  // missing or different table every decision fails with kTableMismatch.
+  // Identities stay borrowed, as in Candidate.
+  PreparedCandidates(std::vector<Candidate> candidates,
+                     std::shared_ptr<const IdentityTable> table);
+
+  const std::vector<Candidate>& candidates() const { return list_.candidates; }
+  const IdentityTable& table() const { return *list_.table; }
+  // Which code serves this list's decisions (the answers are the same).
+  Path path() const { return list_.path; }
+
+  // WeightedRendezvous::Pick(key, candidates(), table()).
+  Result<size_t> Pick(std::string_view key) const;
+
+  // What a router needs of a bounded decision.
+  struct Routed {
+    size_t affinity;
+    size_t selection;
+    bool spilled;
+    // The given total was below the loads read (a counter caught between
+    // its slot and the total), so no candidate had room under it; the
+    // bounds then came from the sum of the loads read instead.
+    bool stale_total;
+  };
+
+  // Reads candidate i's load for RouteWithTotal: any callable size_t ->
+  // uint64_t, borrowed for the call (tests, tools, benchmarks).
+  class LoadReader final {
+   public:
+    template <typename Fn>
+    // NOLINTNEXTLINE(google-explicit-constructor): a lambda converts.
+    LoadReader(const Fn& fn)
+        : context_(&fn), read_([](const void* context, size_t i) {
+            return static_cast<uint64_t>((*static_cast<const Fn*>(context))(i));
+          }) {}
+    uint64_t operator()(size_t i) const { return read_(context_, i); }
+
+   private:
+    const void* context_;
+    uint64_t (*read_)(const void*, size_t);
+  };
+
+  // The bounded decision when the caller knows `total_load` (T), the calls
+  // in flight every bound counts (a load scope's, kept in one counter),
+  // rather than the sum of the candidates' loads (the contract's K9). The
+  // selection is the first eligible candidate in the key's order whose
+  // load is below its Bound for T:
+  //  - the owner's load is read first; with room, the owner is the selection
+  //    (one load read);
+  //  - otherwise the key's order is walked from the owner
+  //    (key_order_walk.h), reading the loads of the candidates visited,
+  //    each once, up to the first with room;
+  //  - with T equal to the sum of the eligible loads this is exactly
+  //    Decide()'s affinity, selection and spilled;
+  //  - a stale T (no candidate has room: T below the loads' sum) answers as
+  //    Decide() on the loads, having read every one, with `stale_total`;
+  //  - where the short paths cannot order two candidates of one weight
+  //    (their z within 2^-30 of each other, or duplicate identities), and
+  //    on the general path, the general search answers by the same rule,
+  //    having read every eligible load once.
+  // Errors: those of Decide(), except that loads summing past 2^64 - 1 are
+  // no error unless T is stale; T = 2^64 - 1 is kLoadOverflow.
+  //
+  // The router's form reads `counters[i]->Load()`; the other any reader.
+  Result<Routed> RouteWithTotal(const BoundedLoadRendezvous& bounded,
+                                std::string_view key, uint64_t total_load,
+                                const InFlightCounter* const* counters,
+                                DecisionScratch& scratch) const;
+  Result<Routed> RouteWithTotal(const BoundedLoadRendezvous& bounded,
+                                std::string_view key, uint64_t total_load,
+                                LoadReader load,
+                                DecisionScratch& scratch) const;
+
+ private:
+  internal::PreparedList list_;
+};
+
+}  // namespace poise
+
+#endif  // POISE_SRC_CORE_PREPARED_CANDIDATES_H_

@@ -1,0 +1,72 @@
+#include "prepared_list.h"
+
+#include <utility>
+
+#include "largest_z.h"
+
+namespace poise::internal {
+namespace {
+
+// The eligible candidates and their weights, if there are at most two
+// distinct ones (in order of first appearance); false for more.
+bool ListEligible(PreparedList& list) {
+  const size_t n = list.candidates.size();
+  list.has_second.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Candidate& c = list.candidates[i];
+    if (!c.IsEligible()) continue;
+    uint32_t* const w = list.weights;
+    if (w[0] == 0) w[0] = c.weight;
+    if (c.weight != w[0] && w[1] == 0) w[1] = c.weight;
+    if (c.weight != w[0] && c.weight != w[1]) return false;
+    list.eligible.push_back(static_cast<uint32_t>(i));
+    list.has_second[i] = c.weight == w[1] ? 1 : 0;
+    list.total_weight += c.weight;
+  }
+  return true;
+}
+
+void TakeGeneralPath(PreparedList& list) {
+  list.path = ListPath::kGeneral;
+  list.eligible.clear();
+  list.has_second.clear();
+  list.weights[0] = list.weights[1] = 0;
+  list.total_weight = 0;
+}
+
+}  // namespace
+
+PreparedList PrepareList(std::vector<Candidate> candidates,
+                         std::shared_ptr<const IdentityTable> table) {
+  PreparedList list;
+  list.candidates = std::move(candidates);
+  list.table = table != nullptr ? std::move(table)
+                                : std::make_shared<const IdentityTable>();
+  const size_t n = list.candidates.size();
+  if (list.table->size() != n || n > UINT32_MAX) return list;
+  // No eligible candidate: the general path reports it. Weights summing
+  // past 2^64 / 100 (tens of millions of heavy candidates): the general
+  // path serves them, so that on the short paths 100 W fits in 64 bits.
+  if (!ListEligible(list) || list.eligible.empty() ||
+      list.total_weight > UINT64_MAX / 100) {
+    TakeGeneralPath(list);
+    return list;
+  }
+  list.survivor_threshold = SurvivorThreshold(list.eligible.size(),
+                                              kSurvivorQuota);
+  if (list.weights[1] != 0) {
+    list.path = ListPath::kTwoWeights;
+    return list;
+  }
+  list.path = ListPath::kOneWeight;
+  list.has_second.clear();
+  if (!list.every_candidate_eligible()) {
+    list.eligible_bits.assign((n + 7) / 8, 0);
+    for (const uint32_t i : list.eligible) {
+      list.eligible_bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+    }
+  }
+  return list;
+}
+
+}  // namespace poise::internal
