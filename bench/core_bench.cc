@@ -14,8 +14,8 @@
 #include "poise/hash.h"
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
-#include "poise/internal/identity_store.h"
-#include "poise/prepared_candidates.h"
+#include "src/core/identity_store.h"
+#include "src/core/prepared_candidates.h"
 #include "poise/rendezvous.h"
 #include "src/core/candidate_hash.h"
 
@@ -145,10 +145,24 @@ void BM_UnboundedTable(benchmark::State& state) {
   PerCandidate(state, n);
 }
 
+// In-flight counters holding `loads`: what the router's RouteWithTotal reads.
+struct Counters {
+  std::vector<std::unique_ptr<poise::InFlightCounter>> owned;
+  std::vector<const poise::InFlightCounter*> view;
+
+  explicit Counters(const std::vector<uint64_t>& loads) {
+    for (const uint64_t load : loads) {
+      owned.push_back(std::make_unique<poise::InFlightCounter>());
+      for (uint64_t k = 0; k < load; ++k) owned.back()->TryAcquire();
+      view.push_back(owned.back().get());
+    }
+  }
+};
+
 // Runs a bounded benchmark on n = range(0) backends with range(1) percent of
-// them saturated: make_route(candidates, policy, total) (total: the sum of
-// the loads, what the router's counter of the scope's calls in flight would
-// hold) makes route(key, load, scratch), which returns a poise::Result of
+// them saturated: make_route(candidates, policy, total, loads) (total: the
+// sum of the loads, what the router's counter of the scope's calls in flight
+// would hold) makes route(key, load, scratch), which returns a poise::Result of
 // something with a `spilled` flag; the spill rate is reported beside the time.
 template <typename MakeRoute>
 void RunBounded(benchmark::State& state, bool one_weight,
@@ -163,7 +177,7 @@ void RunBounded(benchmark::State& state, bool one_weight,
     return;
   }
   const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
-  const auto route = make_route(c.candidates, policy, c.LoadSum());
+  const auto route = make_route(c.candidates, policy, c.LoadSum(), c.loads);
   const auto& keys = Keys();
   poise::DecisionScratch scratch;
   size_t k = 0;
@@ -184,7 +198,8 @@ void RunBounded(benchmark::State& state, bool one_weight,
 void BM_Bounded(benchmark::State& state) {
   RunBounded(state, false,
              [](const std::vector<poise::Candidate>& candidates,
-                const poise::BoundedLoadRendezvous& policy, uint64_t) {
+                const poise::BoundedLoadRendezvous& policy, uint64_t,
+                const std::vector<uint64_t>&) {
                return [&candidates, &policy](const std::string& key,
                                              const auto& load,
                                              poise::DecisionScratch& scratch) {
@@ -197,7 +212,8 @@ void BM_Bounded(benchmark::State& state) {
 void BM_BoundedTable(benchmark::State& state) {
   RunBounded(state, false,
              [](const std::vector<poise::Candidate>& candidates,
-                const poise::BoundedLoadRendezvous& policy, uint64_t) {
+                const poise::BoundedLoadRendezvous& policy, uint64_t,
+                const std::vector<uint64_t>&) {
                return [&candidates, &policy,
                        table = std::make_shared<const poise::IdentityTable>(
                            candidates)](const std::string& key,
@@ -252,49 +268,42 @@ void BM_PreparedPickTwoWeights(benchmark::State& state) {
 }
 
 // The bounded policy (range(1) = percent saturated) on one weight or on the
-// two weights of MakeCluster: RouteWithTotal given the sum of the loads (what
-// the router runs), or the sampled Route, which computes that sum itself.
-void PreparedRouteBench(benchmark::State& state, bool one_weight,
-                        bool with_total) {
+// two weights of MakeCluster: RouteWithTotal given the sum of the loads and
+// the backends' in-flight counters, as the router runs it.
+void PreparedRouteBench(benchmark::State& state, bool one_weight) {
   RunBounded(
       state, one_weight,
-      [with_total](const std::vector<poise::Candidate>& candidates,
-                   const poise::BoundedLoadRendezvous& policy, uint64_t total) {
-        return [&policy, with_total, total,
+      [](const std::vector<poise::Candidate>& candidates,
+         const poise::BoundedLoadRendezvous& policy, uint64_t total,
+         const std::vector<uint64_t>& loads) {
+        return [&policy, total,
+                counters = std::make_shared<const Counters>(loads),
                 prepared = std::make_shared<const poise::PreparedCandidates>(
                     candidates,
                     std::make_shared<const poise::IdentityTable>(candidates))](
-                   const std::string& key, const auto& load,
+                   const std::string& key, const auto& /*load*/,
                    poise::DecisionScratch& scratch) {
-          return with_total ? prepared->RouteWithTotal(policy, key, total, load,
-                                                       scratch)
-                            : prepared->Route(policy, key, load, scratch);
+          return prepared->RouteWithTotal(policy, key, total,
+                                          counters->view.data(), scratch);
         };
       });
 }
 
-void BM_PreparedRoute(benchmark::State& state) {
-  PreparedRouteBench(state, true, false);
-}
-void BM_PreparedRouteTwoWeights(benchmark::State& state) {
-  PreparedRouteBench(state, false, false);
-}
 void BM_PreparedRouteWithTotal(benchmark::State& state) {
-  PreparedRouteBench(state, true, true);
+  PreparedRouteBench(state, true);
 }
 void BM_PreparedRouteWithTotalTwoWeights(benchmark::State& state) {
-  PreparedRouteBench(state, false, true);
+  PreparedRouteBench(state, false);
 }
 
-// The bounded-to-unbounded ratio on one prepared list: Pick, RouteWithTotal
-// (given the sum of the loads) and the sampled Route (with range(1) percent
-// of the backends saturated) take turns over the same blocks of keys, each
-// block timed, the order rotated every iteration. All run on the same
-// memory (the per-benchmark allocations move the timings of separate
-// benchmarks by up to ~30 % on the development VM) and through the same
-// drifts of the machine's speed, so the ratio is steadier than one of two
-// medians over the other. `ratio` is RouteWithTotal's, `sampled_ratio`
-// Route's.
+// The bounded-to-unbounded ratio on one prepared list: Pick and
+// RouteWithTotal (given the sum of the loads and the counters, with
+// range(1) percent of the backends saturated) take turns over the same
+// blocks of keys, each block timed, the order alternating every iteration.
+// Both run on the same memory (separate benchmarks' allocations move their
+// timings on the development VMs) and through the same drifts of the
+// machine's speed, so the ratio is steadier than one of two medians over the
+// other.
 void PairedBench(benchmark::State& state, bool one_weight) {
   using Clock = std::chrono::steady_clock;
   constexpr size_t kBlock = 64;
@@ -304,11 +313,11 @@ void PairedBench(benchmark::State& state, bool one_weight) {
   const poise::PreparedCandidates prepared(
       c.candidates, std::make_shared<const poise::IdentityTable>(c.candidates));
   const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
-  const auto load = [&](size_t i) { return c.loads[i]; };
+  const Counters counters(c.loads);
   const uint64_t total = c.LoadSum();
   poise::DecisionScratch scratch;
   const auto& keys = Keys();
-  Clock::duration pick{}, with_total{}, sampled{};
+  Clock::duration pick{}, with_total{};
   size_t k = 0;
   size_t first = 0;
   for ([[maybe_unused]] auto _ : state) {
@@ -323,31 +332,19 @@ void PairedBench(benchmark::State& state, bool one_weight) {
       const auto t = Clock::now();
       for (size_t j = 0; j < kBlock; ++j) {
         benchmark::DoNotOptimize(prepared.RouteWithTotal(
-            policy, keys[(k + j) % kKeyPool], total, load, scratch));
+            policy, keys[(k + j) % kKeyPool], total, counters.view.data(),
+            scratch));
       }
       with_total += Clock::now() - t;
     };
-    const auto sampled_routes = [&] {
-      const auto t = Clock::now();
-      for (size_t j = 0; j < kBlock; ++j) {
-        benchmark::DoNotOptimize(
-            prepared.Route(policy, keys[(k + j) % kKeyPool], load, scratch));
-      }
-      sampled += Clock::now() - t;
-    };
-    for (size_t turn = 0; turn < 3; ++turn) {
-      switch ((first + turn) % 3) {
-        case 0:
-          picks();
-          break;
-        case 1:
-          routes_with_total();
-          break;
-        default:
-          sampled_routes();
-      }
+    if (first == 0) {
+      picks();
+      routes_with_total();
+    } else {
+      routes_with_total();
+      picks();
     }
-    first = (first + 1) % 3;
+    first = 1 - first;
     k += kBlock;
   }
   const auto per_call = [&](Clock::duration d) {
@@ -357,9 +354,7 @@ void PairedBench(benchmark::State& state, bool one_weight) {
   };
   state.counters["pick_ns"] = per_call(pick);
   state.counters["route_ns"] = per_call(with_total);
-  state.counters["sampled_route_ns"] = per_call(sampled);
   state.counters["ratio"] = per_call(with_total) / per_call(pick);
-  state.counters["sampled_ratio"] = per_call(sampled) / per_call(pick);
   state.counters["saturated"] = c.saturated_fraction;
 }
 
@@ -554,9 +549,6 @@ BENCHMARK(BM_BoundedTable)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PreparedPick)->Apply(Sizes);
 BENCHMARK(BM_PreparedPickScalarKernel)->Apply(Sizes);
 BENCHMARK(BM_PreparedPickTwoWeights)->Apply(Sizes);
-BENCHMARK(BM_PreparedRoute)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
-BENCHMARK(BM_PreparedRouteTwoWeights)
-    ->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PreparedRouteWithTotal)
     ->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PreparedRouteWithTotalTwoWeights)

@@ -46,8 +46,8 @@
 #include "echo.grpc.pb.h"
 #include "pipe_io.h"
 #include "poise/grpc_lb.h"
-#if __has_include("poise/internal/identity_store.h")
-#include "poise/internal/identity_store.h"
+#if __has_include("src/core/identity_store.h")
+#include "src/core/identity_store.h"
 #define POISE_MEMORY_BENCH_HAS_STORE 1
 #endif
 

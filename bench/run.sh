@@ -45,41 +45,35 @@ def c(name, key):
 def f(v, fmt="{:.1f}"):
     return "-" if v is None else fmt.format(v)
 print("median of 5 repetitions; ns per pick (cpu time); ns/cand = ns per pick / n")
-# b_name: the bounded decision of the table (for the prepared lists,
-# RouteWithTotal given the sum of the loads, what the router runs); s_name:
-# the sampled Route, which sums the loads itself (None: no such column).
-for title, u_name, b_name, s_name in (
+# b_name: the bounded decision (for the prepared lists RouteWithTotal,
+# given the sum of the loads and the in-flight counters: what the router
+# runs).
+for title, u_name, b_name in (
         ("one weight, through PreparedCandidates (what the gRPC picker runs "
-         "when all backends have one weight; bounded = RouteWithTotal, "
-         "sampled = Route)",
-         "BM_PreparedPick", "BM_PreparedRouteWithTotal", "BM_PreparedRoute"),
+         "when all backends have one weight; bounded = RouteWithTotal)",
+         "BM_PreparedPick", "BM_PreparedRouteWithTotal"),
         ("two weights, through PreparedCandidates (what the gRPC picker runs "
          "when the backends have exactly two weights; bounded = "
-         "RouteWithTotal, sampled = Route)",
-         "BM_PreparedPickTwoWeights", "BM_PreparedRouteWithTotalTwoWeights",
-         "BM_PreparedRouteTwoWeights"),
+         "RouteWithTotal)",
+         "BM_PreparedPickTwoWeights", "BM_PreparedRouteWithTotalTwoWeights"),
         ("the general path with an IdentityTable, on the same two weights "
          "(what the gRPC picker runs for three or more weights)",
-         "BM_UnboundedTable", "BM_BoundedTable", None),
+         "BM_UnboundedTable", "BM_BoundedTable"),
         ("hashing the identities on every pick (candidate list only)",
-         "BM_Unbounded", "BM_Bounded", None)):
+         "BM_Unbounded", "BM_Bounded")):
     print()
     print(title)
     print("| n | unbounded | ns/cand | bounded 0% | bounded 50% | bounded 90% "
-          "| 50%/unbounded | sampled 0% | sampled 50% | sampled 90% "
-          "| sampled 50%/unbounded | spill 50% | spill 90% | ring 1024+ "
+          "| 50%/unbounded | spill 50% | spill 90% | ring 1024+ "
           "| argmax floor | floor ns/cand |")
-    print("|---:" * 16 + "|")
+    print("|---:" * 12 + "|")
     for n in (3, 10, 100, 1000):
         u = t(f"{u_name}/{n}")
         b = [t(f"{b_name}/{n}/{p}") for p in (0, 50, 90)]
-        sm = [t(f"{s_name}/{n}/{p}") if s_name else None for p in (0, 50, 90)]
         a = t(f"BM_ArgmaxFloor/{n}")
         ratio = b[1] / u if u and b[1] else None
-        s_ratio = sm[1] / u if u and sm[1] else None
         print(f"| {n} | {f(u)} | {f(u / n if u else None, '{:.2f}')} | {f(b[0])} "
               f"| {f(b[1])} | {f(b[2])} | {f(ratio, '{:.2f}')} "
-              f"| {f(sm[0])} | {f(sm[1])} | {f(sm[2])} | {f(s_ratio, '{:.2f}')} "
               f"| {f(c(f'{b_name}/{n}/50', 'spill_rate'), '{:.2f}')} "
               f"| {f(c(f'{b_name}/{n}/90', 'spill_rate'), '{:.2f}')} "
               f"| {f(t(f'BM_Ring/{n}'))} | {f(a)} "
@@ -94,19 +88,16 @@ for n in (3, 10, 100, 1000):
     d, s = t(f"BM_PreparedPick/{n}"), t(f"BM_PreparedPickScalarKernel/{n}")
     print(f"| {n} | {f(d)} | {f(s)} | {f(s / d if d and s else None, '{:.2f}')} |")
 print()
-print("bounded (50% saturated) over unbounded, paired: Pick, RouteWithTotal "
-      "(given the sum of the loads) and the sampled Route on one prepared "
-      "list, rotating timed blocks of the same 64 keys (the separate medians "
-      "above move with each benchmark's memory layout)")
-print("| n | one weight, RouteWithTotal | one weight, sampled Route "
-      "| two weights, RouteWithTotal | two weights, sampled Route |")
-print("|---:|---:|---:|---:|---:|")
+print("bounded (50% saturated) over unbounded, paired: Pick and "
+      "RouteWithTotal (given the sum of the loads and the counters) on one "
+      "prepared list, alternating timed blocks of the same 64 keys (the "
+      "separate medians above move with each benchmark's memory layout)")
+print("| n | one weight | two weights |")
+print("|---:|---:|---:|")
 for n in (3, 10, 100, 1000):
     one, two = f"BM_PairedRatio/{n}/50", f"BM_PairedRatioTwoWeights/{n}/50"
     print(f"| {n} | {f(c(one, 'ratio'), '{:.2f}')} "
-          f"| {f(c(one, 'sampled_ratio'), '{:.2f}')} "
-          f"| {f(c(two, 'ratio'), '{:.2f}')} "
-          f"| {f(c(two, 'sampled_ratio'), '{:.2f}')} |")
+          f"| {f(c(two, 'ratio'), '{:.2f}')} |")
 print()
 print("| n | snapshot build (candidates, counters, PreparedCandidates) ns "
       "| IdentityTable build (every identity hashed) ns | ring build ns |")

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "poise/identity_table.h"
-#include "poise/internal/identity_store.h"
+#include "src/core/identity_store.h"
 
 namespace {
 
