@@ -254,6 +254,7 @@ void PrintText(const Options& opt, const BackendSet& set,
 void PrintJson(const Options& opt, const BackendSet& set,
                const std::vector<PolicyReport>& reports) {
   std::vector<std::string> policies;
+  policies.reserve(reports.size());
   for (const PolicyReport& r : reports) policies.push_back(PolicyJson(r));
   const std::string out =
       absl::StrCat("{", SetupJson(opt, set), ",\"policies\":[",

@@ -109,11 +109,10 @@ std::vector<std::thread> Runner::StartWorkers(poise::example::Echo::Stub* stub,
   next_.store(0);
   sent_.store(0);
   failed_.store(0);
-  logs->assign(opt_.concurrency, RunLog{});
   for (auto& log : *logs) log.Init((opt_.keys + 1) * set_->size());
   std::vector<std::thread> workers;
-  for (size_t w = 0; w < opt_.concurrency; ++w) {
-    workers.emplace_back(&Runner::Worker, this, stub, &(*logs)[w]);
+  for (RunLog& log : *logs) {
+    workers.emplace_back(&Runner::Worker, this, stub, &log);
   }
   return workers;
 }
@@ -152,7 +151,7 @@ PolicyReport Runner::Run(Policy policy, const std::string& service_config) {
   const double after_seconds = opt_.duration / 2;
   const double total = kWarmupSeconds + opt_.duration +
                        (with_stop ? kSettleSeconds + after_seconds : 0);
-  std::vector<RunLog> logs;
+  std::vector<RunLog> logs(opt_.concurrency);
   std::vector<std::thread> workers = StartWorkers(stub.get(), &logs);
 
   double elapsed = 0;

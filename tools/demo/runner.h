@@ -44,6 +44,7 @@ class Runner {
     ServerCounters server;
   };
 
+  // One worker per call in flight, each logging into its entry of `logs`.
   std::vector<std::thread> StartWorkers(poise::example::Echo::Stub* stub,
                                         std::vector<RunLog>* logs);
   MainPhase Measure(Policy policy, const std::string& label, bool with_stop,
