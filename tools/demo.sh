@@ -14,4 +14,4 @@ build=${POISE_BUILD_DIR:-$root/build}
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 echo "demo.sh: building poise-demo (the first build takes a few minutes)" >&2
 cmake --build "$build" -j"$(nproc)" --target poise-demo >/dev/null
-exec "$build/examples/poise-demo" "$@"
+exec "$build/tools/poise-demo" "$@"
