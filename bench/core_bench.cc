@@ -14,10 +14,10 @@
 #include "poise/hash.h"
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
-#include "src/core/identity_store.h"
-#include "src/core/prepared_candidates.h"
 #include "poise/rendezvous.h"
 #include "src/core/candidate_hash.h"
+#include "src/core/identity_store.h"
+#include "src/core/prepared_candidates.h"
 
 namespace {
 
@@ -276,16 +276,16 @@ void PreparedRouteBench(benchmark::State& state, bool one_weight) {
       [](const std::vector<poise::Candidate>& candidates,
          const poise::BoundedLoadRendezvous& policy, uint64_t total,
          const std::vector<uint64_t>& loads) {
-        return [&policy, total,
-                counters = std::make_shared<const Counters>(loads),
-                prepared = std::make_shared<const poise::PreparedCandidates>(
-                    candidates,
-                    std::make_shared<const poise::IdentityTable>(candidates))](
-                   const std::string& key, const auto& /*load*/,
-                   poise::DecisionScratch& scratch) {
-          return prepared->RouteWithTotal(policy, key, total,
-                                          counters->view.data(), scratch);
-        };
+        return
+            [&policy, total, counters = std::make_shared<const Counters>(loads),
+             prepared = std::make_shared<const poise::PreparedCandidates>(
+                 candidates,
+                 std::make_shared<const poise::IdentityTable>(candidates))](
+                const std::string& key, const auto& /*load*/,
+                poise::DecisionScratch& scratch) {
+              return prepared->RouteWithTotal(policy, key, total,
+                                              counters->view.data(), scratch);
+            };
       });
 }
 
@@ -331,9 +331,9 @@ void PairedBench(benchmark::State& state, bool one_weight) {
     const auto routes_with_total = [&] {
       const auto t = Clock::now();
       for (size_t j = 0; j < kBlock; ++j) {
-        benchmark::DoNotOptimize(prepared.RouteWithTotal(
-            policy, keys[(k + j) % kKeyPool], total, counters.view.data(),
-            scratch));
+        benchmark::DoNotOptimize(
+            prepared.RouteWithTotal(policy, keys[(k + j) % kKeyPool], total,
+                                    counters.view.data(), scratch));
       }
       with_total += Clock::now() - t;
     };

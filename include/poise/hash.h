@@ -2,10 +2,10 @@
 //
 // For a request key and a backend identity:
 //   h = FNV-1a-64 over 0x00 ‖ key ‖ 0xFF ‖ 0x01 ‖ identity ‖ 0xFF
-//   z = Mix64(h)                        (SplitMix64 finaliser, no gamma add)
-//   s = (z >> 11) + 1                   (1 <= s <= 2^53, exact as a double)
-//   ln U = LnUnit(z)                    (13-term series, basic IEEE operations
-//   only) score = -ln U / weight              (the smallest score wins)
+//   z = Mix64(h)               (SplitMix64 finaliser, no gamma add)
+//   s = (z >> 11) + 1          (1 <= s <= 2^53, exact as a double)
+//   ln U = LnUnit(z)           (13-term series, basic IEEE operations only)
+//   score = -ln U / weight     (the smallest score wins)
 // The framing is how Rust's `Hash` writes a tagged pair of `str` values, so a
 // Rust router and these clients agree on every key's owner.
 #ifndef POISE_HASH_H_

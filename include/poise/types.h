@@ -31,10 +31,10 @@ struct Candidate {
 };
 
 enum class PickError : uint8_t {
-  kEmpty,                 // no candidates at all
-  kNoEligibleCandidates,  // candidates, but none eligible
-  kWeightOverflow,        // eligible weights sum past UINT64_MAX
-  kLoadOverflow,  // the loads (plus the new request) past UINT64_MAX
+  kEmpty,                    // no candidates at all
+  kNoEligibleCandidates,     // candidates, but none eligible
+  kWeightOverflow,           // eligible weights sum past UINT64_MAX
+  kLoadOverflow,             // the loads (plus the new request) past UINT64_MAX
   kScratchCapacityExceeded,  // the scratch could not grow
   kTableMismatch,  // the IdentityTable has a different number of identities
 };

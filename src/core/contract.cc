@@ -102,7 +102,7 @@ UInt128 Capacity(uint32_t factor_percent, uint64_t total_load, uint32_t weight,
 namespace {
 
 // Point 7's selection for a load total L = total_load (Decide's sum, or
-// point 9's T): the first backend in `order` whose load is below its
+// K9's T): the first backend in `order` whose load is below its
 // capacity, as the decision with `order`'s first as the affinity.
 bool FirstWithRoom(const std::vector<Ranked>& order,
                    const std::vector<Backend>& backends,

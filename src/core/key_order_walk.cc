@@ -80,8 +80,8 @@ void AppendSurvivorLevel(const PreparedList& list, Walk& walk,
   for (size_t s = begin; s < listed; ++s) {
     const size_t i = order[s];
     order[kept] = i;
-    kept += (all_eligible || list.candidates[i].IsEligible()) &
-            (i != walk.owner);
+    kept +=
+        (all_eligible || list.candidates[i].IsEligible()) & (i != walk.owner);
   }
   walk.listed = kept;
   if (walk.sorted) SortByZ(z, order + begin, order + kept);
@@ -187,8 +187,8 @@ void NextOfEachWeight(const PreparedList& list, const Walk& walk,
 
 // The step both weights' heads decide, if they do; position kNone with group
 // 1: list the next level.
-WalkStep StepFromHeads(const Walk& walk, const uint64_t* z,
-                       const size_t* order, const LargestZ* best) {
+WalkStep StepFromHeads(const Walk& walk, const uint64_t* z, const size_t* order,
+                       const LargestZ* best) {
   constexpr WalkStep kGeneralSearch{kNone, 0};
   constexpr WalkStep kNextLevel{kNone, 1};
   const HeadOrder head[2] = {OrderOf(best[0], walk.threshold),

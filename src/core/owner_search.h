@@ -1,6 +1,6 @@
 // The owner search: the best eligible candidate by the contract's order,
-// from the per-weight largest z of one pass (internal::HashAndGroup). The best by
-// Rank::Precedes of a union is the best of the per-part bests, so
+// from the per-weight largest z of one pass (internal::HashAndGroup). The best
+// by Rank::Precedes of a union is the best of the per-part bests, so
 // partitioning the candidates by weight and comparing one estimate per
 // weight (BestEstimate: by certified brackets, then approximately, exactly
 // on near-ties; score_bounds.h has the proofs) gives exactly the contract's
@@ -26,7 +26,7 @@ namespace poise::internal {
 // A candidate's identity in a search (enough for Rank::Precedes without the
 // score, which is recomputed exactly where it matters).
 // Left uninitialized in a SearchResult until found: zeroing the whole
-// SearchResult took a `rep stos`, tens of cycles, at every decision.
+// SearchResult would take a block store at every decision.
 struct Choice {
   size_t index;
   uint64_t z;
@@ -192,7 +192,7 @@ class WeightGroups {
   // `l`: unscored when `l` is clear of its runner-up (BestEstimate scores it
   // only if it must), else the group re-ranked exactly. A libm logarithm is
   // taken only where the brackets cannot settle a comparison (a cold libm
-  // call costs a few hundred cycles inside a channel).
+  // call is slow inside a channel, whose caches are cold).
   template <typename Taken>
   ScoreEstimate EstimateOf(size_t k, const LargestZ& l,
                            const Taken& taken) const {

@@ -98,9 +98,8 @@ Result<Routed> Route(const PreparedList& list,
   const Bound owner_bound = bounded.BoundFor(
       total_load, list.weights[list.GroupOf(o)], list.total_weight);
   if (owner_bound.HasRoom(owner_load)) return Routed{o, o, false, false};
-  const size_t selection =
-      internal::WalkToRoom(list, bounded.factor_percent(), total_load, o,
-                           owner_load, load, scratch);
+  const size_t selection = internal::WalkToRoom(
+      list, bounded.factor_percent(), total_load, o, owner_load, load, scratch);
   if (selection != kNone) return Routed{o, selection, true, false};
   return RouteOnReadLoads(list, bounded, key, total_load, scratch);
 }

@@ -52,8 +52,8 @@ PreparedList PrepareList(std::vector<Candidate> candidates,
     TakeGeneralPath(list);
     return list;
   }
-  list.survivor_threshold = SurvivorThreshold(list.eligible.size(),
-                                              kSurvivorQuota);
+  list.survivor_threshold =
+      SurvivorThreshold(list.eligible.size(), kSurvivorQuota);
   if (list.weights[1] != 0) {
     list.path = ListPath::kTwoWeights;
     return list;

@@ -130,16 +130,12 @@ namespace {
 
 // The hashing pass over the candidates (loads copied into the scratch on the
 // way) and both searches, every bound counting `total_load` calls.
-internal::SearchResult SearchWithLoads(const KeyHash& hash,
-                                       const std::vector<Candidate>& candidates,
-                                       const IdentityTable* table,
-                                       const uint64_t* loads, uint32_t factor,
-                                       uint64_t total_load,
-                                       DecisionScratch& scratch,
-                                       internal::PassState& pass) {
+internal::SearchResult SearchWithLoads(
+    const KeyHash& hash, const std::vector<Candidate>& candidates,
+    const IdentityTable* table, const uint64_t* loads, uint32_t factor,
+    uint64_t total_load, DecisionScratch& scratch, internal::PassState& pass) {
   const internal::RoomBuffers buffers{
-      internal::PassOutputs{scratch.hashes(), scratch.loads()},
-      scratch.list()};
+      internal::PassOutputs{scratch.hashes(), scratch.loads()}, scratch.list()};
   return internal::Search<true>(
       CandidateView{hash, candidates, table, loads, factor, total_load,
                     pass.total_weight},
@@ -287,7 +283,7 @@ Result<Decision> BoundedLoadRendezvous::DecideNthOnLoads(
     std::string_view key, const std::vector<Candidate>& candidates,
     const IdentityTable& table, const uint64_t* loads, size_t n) const {
   if (candidates.empty()) return PickError::kEmpty;
-  // The contract's errors (point 8), in its order.
+  // The contract's errors (K8), in its order.
   bool any_eligible = false;
   for (const Candidate& c : candidates) any_eligible |= c.IsEligible();
   if (!any_eligible) return PickError::kNoEligibleCandidates;
@@ -315,10 +311,10 @@ Result<Decision> BoundedLoadRendezvous::DecideNthOnLoads(
       NthInOrder(hash, candidates, table, 0, [](size_t) { return true; });
   const size_t selection =
       NthInOrder(hash, candidates, table, n % with_room, has_room);
-  return Decision{affinity, selection, affinity != selection, loads[selection],
-                  BoundFor(total_load, candidates[selection].weight,
-                           total_weight)
-                      .Capacity()};
+  return Decision{
+      affinity, selection, affinity != selection, loads[selection],
+      BoundFor(total_load, candidates[selection].weight, total_weight)
+          .Capacity()};
 }
 
 }  // namespace poise

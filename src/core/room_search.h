@@ -91,8 +91,9 @@ inline std::optional<PickError> WeightSumError(
   if (candidates.size() <= UINT32_MAX) return std::nullopt;
   uint64_t total_weight = 0;
   for (const Candidate& c : candidates) {
-    if (c.IsEligible() && __builtin_add_overflow(
-                              total_weight, uint64_t{c.weight}, &total_weight)) {
+    if (c.IsEligible() &&
+        __builtin_add_overflow(total_weight, uint64_t{c.weight},
+                               &total_weight)) {
       return PickError::kWeightOverflow;
     }
   }
@@ -262,7 +263,8 @@ class SelectionSearch {
 };
 
 // Both searches after HashAndGroup over `view`, which provides size(),
-// eligible(i), weight(i), Z(i), and for kBounded bound(w) and load(i) (the loads the pass sampled).
+// eligible(i), weight(i), Z(i), and for kBounded bound(w) and load(i) (the
+// loads the pass sampled).
 template <bool kBounded, typename View>
 SearchResult Search(const View& view, PassState& pass,
                     const RoomBuffers* buffers, double margin) {

@@ -260,10 +260,9 @@ uint32_t ParsePreviousAttempts(std::string_view value) {
 
 PickOutcome Picker::PickRetry(std::string_view key,
                               uint32_t previous_attempts) const {
-  PickOutcome outcome =
-      config_->retry_routing == RetryRouting::kSameOwner
-          ? PickForKey(key)
-          : PickNextChoice(key, previous_attempts);
+  PickOutcome outcome = config_->retry_routing == RetryRouting::kSameOwner
+                            ? PickForKey(key)
+                            : PickNextChoice(key, previous_attempts);
   if (const auto* c = std::get_if<PickOutcome::Complete>(&outcome.result)) {
     stats_->retries.fetch_add(1, std::memory_order_relaxed);
     list_->backends[c->backend].cell->retried_in.fetch_add(

@@ -125,11 +125,13 @@ TEST_P(BoundAgreement, EveryPathSelectsTheFirstCandidateWithRoom) {
   size_t paths[3] = {0, 0, 0}, spills = 0;
   for (int trial = 0; trial < 3000; ++trial) {
     const size_t n = 1 + rng() % (trial % 3 == 0 ? 300 : 12);
-    const uint32_t shape = static_cast<uint32_t>(trial % 3);  // 1, 2, 3+ weights
+    const uint32_t shape =
+        static_cast<uint32_t>(trial % 3);  // 1, 2, 3+ weights
     std::vector<contract::Backend> b;
     uint64_t sum = 0;
     for (size_t i = 0; i < n; ++i) {
-      const auto w = static_cast<uint32_t>(shape == 0 ? 3 : 1 + rng() % (shape + 1));
+      const auto w =
+          static_cast<uint32_t>(shape == 0 ? 3 : 1 + rng() % (shape + 1));
       const uint64_t load = rng() % 4 == 0 ? 0 : rng() % 9;
       const bool eligible = rng() % 8 != 0;
       b.push_back({"b" + std::to_string(i), w, load, eligible});
@@ -161,8 +163,8 @@ TEST_P(BoundAgreement, EveryPathSelectsTheFirstCandidateWithRoom) {
       if (total != sum) continue;  // Decide's L is the loads' sum
       const auto decided = policy.Decide(key, view, load, scratch);
       ASSERT_EQ(decided.value().selection, static_cast<size_t>(want));
-      const auto nth = policy.DecideNth(key, view, prepared.table(), load, 0,
-                                        scratch);
+      const auto nth =
+          policy.DecideNth(key, view, prepared.table(), load, 0, scratch);
       ASSERT_EQ(nth.value().selection, static_cast<size_t>(want));
     }
   }

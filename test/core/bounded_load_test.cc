@@ -5,9 +5,9 @@
 #include <string>
 
 #include "poise/identity_table.h"
-#include "src/core/prepared_candidates.h"
 #include "poise/rendezvous.h"
 #include "src/core/contract.h"
+#include "src/core/prepared_candidates.h"
 #include "test_util.h"
 
 namespace poise {

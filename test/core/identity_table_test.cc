@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "src/core/hash_and_group.h"
 #include "poise/hash.h"
 #include "poise/rendezvous.h"
 #include "src/core/candidate_hash.h"
+#include "src/core/hash_and_group.h"
 
 namespace poise {
 namespace {

@@ -66,7 +66,8 @@ Result<Decision> DecideByRoute(const PreparedCandidates& prepared,
     total += load(i);
     total_weight += c[i].weight;
   }
-  const auto routed = prepared.RouteWithTotal(bounded, key, total, load, scratch);
+  const auto routed =
+      prepared.RouteWithTotal(bounded, key, total, load, scratch);
   if (!routed.ok()) return routed.error();
   const PreparedCandidates::Routed& r = routed.value();
   return Decision{
@@ -132,8 +133,9 @@ TEST_P(PreparedByKernel, EqualsTheGeneralPathOnRandomLists) {
             return loads[i];
           },
           scratch_b);
-      ExpectSame(DecideByRoute(prepared, bounded, key,
-                               [&](size_t i) { return loads[i]; }, scratch_a),
+      ExpectSame(DecideByRoute(
+                     prepared, bounded, key, [&](size_t i) { return loads[i]; },
+                     scratch_a),
                  got);
       for (size_t i = 0; i < n; ++i) {
         ASSERT_EQ(sampled[i], candidates[i].IsEligible() ? 1 : 0) << i;
@@ -238,8 +240,8 @@ TEST(PreparedCandidates, RouteSamplesTheOthersOnlyForABusyOwner) {
     };
     loads[owner] = 0;
     const uint64_t total = 19;  // the others' loads
-    auto routed = prepared.RouteWithTotal(bounded, "tenant-7", total, load,
-                                          scratch);
+    auto routed =
+        prepared.RouteWithTotal(bounded, "tenant-7", total, load, scratch);
     ASSERT_TRUE(routed.ok());
     EXPECT_EQ(routed.value().selection, owner);
     EXPECT_FALSE(routed.value().spilled);

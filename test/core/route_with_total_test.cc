@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "poise/identity_table.h"
-#include "src/core/prepared_candidates.h"
 #include "poise/rendezvous.h"
 #include "src/core/contract.h"
+#include "src/core/prepared_candidates.h"
 #include "test_util.h"
 
 namespace poise {
@@ -214,8 +214,8 @@ TEST_P(RouteWithTotalByKernel, AnswersAsTheContractForEveryTotal) {
           // The sampled contract, bit for bit: Decide's routing.
           EXPECT_FALSE(got.value().stale_total);
           const Result<Decision> d = bounded.Decide(
-              key, prepared.candidates(), prepared.table(), [&](size_t i) { return c.backends[i].load; },
-              scratch_b);
+              key, prepared.candidates(), prepared.table(),
+              [&](size_t i) { return c.backends[i].load; }, scratch_b);
           ASSERT_TRUE(d.ok());
           EXPECT_EQ(got.value().affinity, d.value().affinity);
           EXPECT_EQ(got.value().selection, d.value().selection);
@@ -319,8 +319,8 @@ TEST_P(RouteWithTotalByKernel, StaleTotalFallsBackToTheSampledDecision) {
         const Result<Routed> got = RouteCounting(prepared, bounded, key, total,
                                                  backends, reads, scratch_a);
         const Result<Decision> want = bounded.Decide(
-              key, prepared.candidates(), prepared.table(), [&](size_t i) { return backends[i].load; },
-            scratch_b);
+            key, prepared.candidates(), prepared.table(),
+            [&](size_t i) { return backends[i].load; }, scratch_b);
         ASSERT_TRUE(got.ok() && want.ok());
         EXPECT_TRUE(got.value().stale_total);
         EXPECT_EQ(got.value().affinity, want.value().affinity);

@@ -3,6 +3,8 @@
 // weight the largest z wins when clear of its runner-up), the lemma at its
 // edge, and the two cross-weight estimates (the libm approximation and the
 // certified brackets) well inside the certification margin.
+#include "src/core/score_bounds.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,9 +13,8 @@
 #include <random>
 
 #include "poise/hash.h"
-#include "src/core/hash_and_group.h"
 #include "poise/rendezvous.h"
-#include "src/core/score_bounds.h"
+#include "src/core/hash_and_group.h"
 
 namespace poise {
 namespace {
@@ -123,8 +124,8 @@ TEST(ScoreBounds, ApproxScoreErrorIsWellInsideTheMargin) {
   EXPECT_LT(worst, internal::kScoreMargin / 10);
 }
 
-// The brackets BestEstimate() tries first (score_bounds.h): the contract's Score
-// must lie within [lo - E, hi + E] for an E well inside the margin, for
+// The brackets BestEstimate() tries first (score_bounds.h): the contract's
+// Score must lie within [lo - E, hi + E] for an E well inside the margin, for
 // every z and weight, and the bounds must be tight where leaders live
 // (small x) and finite down to u = 1/8.
 TEST(ScoreBounds, ScoreBracketHoldsTheContractScore) {

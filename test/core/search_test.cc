@@ -56,8 +56,9 @@ struct SyntheticCandidates {
 
 // Both searches, bounded, on `f` with their room buffers; a small `quota` makes
 // most candidates miss the survivor threshold (more full room scans).
-internal::SearchResult RunBounded(const SyntheticCandidates& f, size_t quota = 8,
-                             double margin = internal::kScoreMargin) {
+internal::SearchResult RunBounded(const SyntheticCandidates& f,
+                                  size_t quota = 8,
+                                  double margin = internal::kScoreMargin) {
   std::vector<uint64_t> z(f.size());
   std::vector<uint64_t> loads(f.size());
   std::vector<size_t> survivors(f.size());
@@ -80,9 +81,8 @@ bool RefPrecedes(const SyntheticCandidates& f, size_t a, size_t b) {
 // RefPrecedes: the best candidate, the best with room, and the unbounded
 // search's best. Returns the bounded search's result (callers count
 // fallbacks).
-internal::SearchResult ExpectSearchMatchesBruteForce(const SyntheticCandidates& f,
-                                                    int trial,
-                                                    size_t quota = 8) {
+internal::SearchResult ExpectSearchMatchesBruteForce(
+    const SyntheticCandidates& f, int trial, size_t quota = 8) {
   const auto out = RunBounded(f, quota);
   size_t best = internal::kNone, best_room = internal::kNone;
   for (size_t i = 0; i < f.z.size(); ++i) {

@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "poise/identity_table.h"
-#include "src/core/prepared_candidates.h"
 #include "poise/rendezvous.h"
 #include "src/core/contract.h"
+#include "src/core/prepared_candidates.h"
 #include "test/fuzz/fuzz_check.h"
 
 namespace {
@@ -202,7 +202,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(with_total.value().affinity == w.affinity);
     FUZZ_CHECK(with_total.value().selection == w.selection);
     FUZZ_CHECK(with_total.value().spilled == (w.selection != w.affinity));
-    FUZZ_CHECK(with_total.value().stale_total == want_with_total.value().stale_total);
+    FUZZ_CHECK(with_total.value().stale_total ==
+               want_with_total.value().stale_total);
     if (total == total_load && !load_past) {
       FUZZ_CHECK(result.ok() && !with_total.value().stale_total);
       FUZZ_CHECK(with_total.value().selection == result.value().selection);
