@@ -76,7 +76,10 @@ POISE_AVX512 inline __m512i Mix64x8(__m512i z) {
 // z for c[0..count), 8 * (G - 1) < count <= 8 * G: G registers of eight
 // lanes each, interleaved (a vpmullq's latency is several times its
 // throughput).
+// A kernel, exempt from the size and complexity checks: one function so
+// that the compiler keeps every lane's state in registers.
 template <size_t G>
+// NOLINTNEXTLINE(readability-function-cognitive-complexity,readability-function-size)
 POISE_AVX512 void Block(uint64_t key_state, const Candidate* c, size_t count,
                         uint64_t* z) {
   constexpr size_t kN = G * kLanes;

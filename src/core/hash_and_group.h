@@ -42,6 +42,39 @@ struct PassOutputs {
   uint64_t* loads;  // every eligible candidate's sampled load
 };
 
+// The group of weight w among `groups[0..count)`, added (and `count`
+// raised) when it is new and the table has room; null when it is full.
+inline WeightGroup* FindOrAddGroup(WeightGroup* groups, size_t& count,
+                                   uint32_t w) {
+  WeightGroup* g = groups;
+  WeightGroup* const last = groups + count;
+  while (g != last && g->weight != w) ++g;
+  if (g != last) return g;
+  if (count == kMaxGroups) return nullptr;
+  *g = WeightGroup{w, LargestZ::Empty(), LargestZ::Empty()};
+  ++count;
+  return g;
+}
+
+// The eligible weights' sum, from the groups' counts rather than one more
+// running sum in the pass (which ran short of registers). n < 2^32
+// candidates of weight < 2^32: no wrap. Beyond, it may wrap, and SumsError
+// (room_search.h) redoes both sums in order.
+template <typename View>
+uint64_t EligibleWeight(const View& view, const PassState& st) {
+  uint64_t total_weight = 0;
+  if (!st.ungrouped) {
+    for (size_t k = 0; k < st.group_count; ++k) {
+      total_weight += uint64_t{st.groups[k].weight} * st.groups[k].all.count;
+    }
+    return total_weight;
+  }
+  for (size_t i = 0; i < view.size(); ++i) {
+    if (view.eligible(i)) total_weight += view.weight(i);
+  }
+  return total_weight;
+}
+
 // One pass over `view`, which provides size(), eligible(i), weight(i),
 // Hash(begin, end, z) (z for a range; ineligible slots may hold anything) and,
 // when kBounded, load(i), called exactly once per eligible candidate. A
@@ -53,7 +86,6 @@ void HashAndGroup(const View& view, const PassOutputs& outputs, PassState& st) {
   uint64_t total_load = 0;
   bool load_overflow = false, ungrouped = false;
   size_t group_count = 0;
-  WeightGroup* const groups = st.groups;
   const size_t n = view.size();
   for (size_t begin = 0; begin < n; begin += kChunk) {
     const size_t end = std::min(n, begin + kChunk);
@@ -61,23 +93,16 @@ void HashAndGroup(const View& view, const PassOutputs& outputs, PassState& st) {
     view.Hash(begin, end, z);
     for (size_t i = begin; i < end; ++i) {
       if (!view.eligible(i)) continue;
-      const uint32_t w = view.weight(i);
       if constexpr (kBounded) {
-        const uint64_t sampled = view.load(i);
-        outputs.loads[i] = sampled;
-        load_overflow |=
-            __builtin_add_overflow(total_load, sampled, &total_load);
+        const uint64_t load = view.load(i);
+        outputs.loads[i] = load;
+        load_overflow |= __builtin_add_overflow(total_load, load, &total_load);
       }
-      WeightGroup* g = groups;
-      WeightGroup* const last = groups + group_count;
-      while (g != last && g->weight != w) ++g;
-      if (g == last) {
-        if (group_count == kMaxGroups) {
-          ungrouped = true;
-          continue;
-        }
-        *g = WeightGroup{w, LargestZ::Empty(), LargestZ::Empty()};
-        ++group_count;
+      WeightGroup* const g =
+          FindOrAddGroup(st.groups, group_count, view.weight(i));
+      if (g == nullptr) {
+        ungrouped = true;
+        continue;
       }
       g->all.Offer(z[i - begin], i);
     }
@@ -86,23 +111,7 @@ void HashAndGroup(const View& view, const PassOutputs& outputs, PassState& st) {
   st.ungrouped = ungrouped;
   st.total_load = total_load;
   st.load_overflow = load_overflow;
-  if constexpr (kBounded) {
-    // The eligible weights' sum, from the groups' counts rather than one
-    // more running sum in the loop (which ran short of registers). n < 2^32
-    // candidates of weight < 2^32: no wrap. Beyond, it may wrap, and
-    // SumsError (src/core/room_search.h) redoes both sums in order.
-    uint64_t total_weight = 0;
-    for (size_t k = 0; k < group_count; ++k) {
-      total_weight += uint64_t{groups[k].weight} * groups[k].all.count;
-    }
-    if (ungrouped) {
-      total_weight = 0;
-      for (size_t i = 0; i < n; ++i) {
-        if (view.eligible(i)) total_weight += view.weight(i);
-      }
-    }
-    st.total_weight = total_weight;
-  }
+  if constexpr (kBounded) st.total_weight = EligibleWeight(view, st);
 }
 
 }  // namespace poise::internal

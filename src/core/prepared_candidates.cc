@@ -80,10 +80,11 @@ Result<size_t> ShortPathOwner(const PreparedList& list, std::string_view key,
 }
 
 template <typename Reader>
-Result<Routed> Route(const PreparedList& list,
-                     const BoundedLoadRendezvous& bounded, std::string_view key,
-                     uint64_t total_load, const Reader& load,
-                     DecisionScratch& scratch) {
+Result<Routed> RouteOnPreparedList(const PreparedList& list,
+                                   const BoundedLoadRendezvous& bounded,
+                                   std::string_view key, uint64_t total_load,
+                                   const Reader& load,
+                                   DecisionScratch& scratch) {
   if (list.path == ListPath::kGeneral) {
     return RouteOnGeneralPath(list, bounded, key, total_load, load, scratch);
   }
@@ -126,14 +127,14 @@ Result<Routed> PreparedCandidates::RouteWithTotal(
     const BoundedLoadRendezvous& bounded, std::string_view key,
     uint64_t total_load, const InFlightCounter* const* counters,
     DecisionScratch& scratch) const {
-  return Route(list_, bounded, key, total_load, CounterReader{counters},
-               scratch);
+  return RouteOnPreparedList(list_, bounded, key, total_load,
+                             CounterReader{counters}, scratch);
 }
 
 Result<Routed> PreparedCandidates::RouteWithTotal(
     const BoundedLoadRendezvous& bounded, std::string_view key,
     uint64_t total_load, LoadReader load, DecisionScratch& scratch) const {
-  return Route(list_, bounded, key, total_load, load, scratch);
+  return RouteOnPreparedList(list_, bounded, key, total_load, load, scratch);
 }
 
 }  // namespace poise

@@ -216,11 +216,7 @@ PickOutcome Picker::PickWithinLimit(std::string_view key,
   thread_local std::vector<Candidate> candidates;
   candidates = ready_.candidates();
   for (;;) {
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (candidates[i].eligible && counters_[i]->Load() >= limit_) {
-        candidates[i].eligible = false;
-      }
-    }
+    LeaveOutBackendsAtTheLimit(candidates);
     size_t selection;
     if (bounded_) {
       const Result<Decision> d = bounded_policy_.Decide(
@@ -243,6 +239,18 @@ PickOutcome Picker::PickWithinLimit(std::string_view key,
   return Fail(absl::ResourceExhaustedError(
       absl::StrCat("poise: every READY backend is at maxInFlightPerBackend (",
                    limit_, " calls in flight)")));
+}
+
+bool Picker::LeaveOutBackendsAtTheLimit(
+    std::vector<Candidate>& candidates) const {
+  bool left_out = false;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].eligible && counters_[i]->Load() >= limit_) {
+      candidates[i].eligible = false;
+      left_out = true;
+    }
+  }
+  return left_out;
 }
 
 // ---------------------------------------------------------------------------
@@ -279,14 +287,7 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
   candidates = ready_.candidates();
   bool left_out = false;  // some READY backend was at the limit
   for (;;) {
-    if (limited) {
-      for (size_t i = 0; i < candidates.size(); ++i) {
-        if (candidates[i].eligible && counters_[i]->Load() >= limit_) {
-          candidates[i].eligible = false;
-          left_out = true;
-        }
-      }
-    }
+    if (limited) left_out |= LeaveOutBackendsAtTheLimit(candidates);
     Result<size_t> chosen = PickError::kEmpty;
     if (bounded_) {
       const Result<Decision> d = bounded_policy_.DecideNth(

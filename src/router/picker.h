@@ -159,6 +159,8 @@ class Picker final {
   POISE_COLD PickOutcome PickWithinLimit(std::string_view key,
                                          size_t affinity) const;
   POISE_COLD PickOutcome Fail(absl::Status status) const;
+  // Makes the candidates at the hard limit ineligible; true if any was.
+  bool LeaveOutBackendsAtTheLimit(std::vector<Candidate>& candidates) const;
   // P6.
   POISE_COLD PickOutcome PickRetry(std::string_view key,
                                    uint32_t previous_attempts) const;

@@ -1,4 +1,4 @@
-// The process-wide identity store (poise/internal/identity_store.h): tables
+// The process-wide identity store (src/core/identity_store.h): tables
 // built from shared rows equal fresh IdentityTables and the contract bit for
 // bit; rows and tables are shared, reused and freed as counted by the store
 // (counts, not time).

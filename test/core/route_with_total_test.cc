@@ -294,7 +294,7 @@ TEST_P(RouteWithTotalByKernel, DeepWalksReadOnlyTheKeysOrderUpToTheSelection) {
 
 // A stale total (here 0, or far below the loads) never fails a pick: with
 // nobody having room under it, every load is read once and the answer is
-// Decide's (bounds from the loads' sum), flagged `sampled`.
+// Decide's (bounds from the loads' sum), flagged `stale_total`.
 TEST_P(RouteWithTotalByKernel, StaleTotalFallsBackToTheSampledDecision) {
   for (const std::vector<uint32_t>& weights :
        {std::vector<uint32_t>{2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
