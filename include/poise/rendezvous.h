@@ -73,7 +73,7 @@ class BoundedLoadRendezvous final {
   // requirements apply).
   Bound BoundFor(uint64_t total_load, uint32_t weight,
                  uint64_t total_weight) const {
-    return Bound(factor_percent_, total_load, weight, total_weight);
+    return {factor_percent_, total_load, weight, total_weight};
   }
 
   // Bound(...).Capacity(): ceil(factor * (total_load + 1) * weight /

@@ -61,7 +61,7 @@ struct CandidateView {
   }
   uint64_t load(size_t i) const { return loads[i]; }
   Bound bound(uint32_t w) const {
-    return Bound(factor, total_load, w, total_weight);
+    return {factor, total_load, w, total_weight};
   }
 };
 

@@ -125,8 +125,7 @@ TEST_P(BoundAgreement, EveryPathSelectsTheFirstCandidateWithRoom) {
   size_t paths[3] = {0, 0, 0}, spills = 0;
   for (int trial = 0; trial < 3000; ++trial) {
     const size_t n = 1 + rng() % (trial % 3 == 0 ? 300 : 12);
-    const uint32_t shape =
-        static_cast<uint32_t>(trial % 3);  // 1, 2, 3+ weights
+    const auto shape = static_cast<uint32_t>(trial % 3);  // 1, 2, 3+ weights
     std::vector<contract::Backend> b;
     uint64_t sum = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -144,8 +143,8 @@ TEST_P(BoundAgreement, EveryPathSelectsTheFirstCandidateWithRoom) {
         view, std::make_shared<const IdentityTable>(view));
     const auto policy = *BoundedLoadRendezvous::Create(f);
     const auto load = [&](size_t i) { return b[i].load; };
-    std::vector<uint64_t> loads;
-    for (const auto& x : b) loads.push_back(x.load);
+    std::vector<uint64_t> loads(n);
+    for (size_t i = 0; i < n; ++i) loads[i] = b[i].load;
     for (const uint64_t total : {sum, sum + rng() % 40}) {
       const int want = FirstWithRoomByBound(key, b, f, total);
       if (want < 0) continue;  // no eligible candidate

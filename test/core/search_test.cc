@@ -49,8 +49,8 @@ struct SyntheticCandidates {
   // The Bound whose capacity is caps[w]: ceil(100 c / 100) = c (caps below
   // 2^64 here), or one that admits nothing for 0.
   Bound bound(uint32_t w) const {
-    if (caps[w] == 0) return Bound();
-    return Bound(100, static_cast<uint64_t>(caps[w] - 1), 1, 1);
+    if (caps[w] == 0) return {};
+    return {100, static_cast<uint64_t>(caps[w] - 1), 1, 1};
   }
 };
 
@@ -547,8 +547,9 @@ TEST_P(ByKernel, EqualWeightsAreArgmaxZOnManyKeys) {
     const std::string key = "key-" + std::to_string(k);
     size_t best = 0;
     for (size_t i = 1; i < ids.size(); ++i) {
-      if (contract::HashOf(key, ids[i]) > contract::HashOf(key, ids[best]))
+      if (contract::HashOf(key, ids[i]) > contract::HashOf(key, ids[best])) {
         best = i;
+      }
     }
     ASSERT_EQ(WeightedRendezvous::Pick(key, c).value(), best);
   }
