@@ -296,14 +296,16 @@ void BM_PreparedRouteWithTotalTwoWeights(benchmark::State& state) {
   PreparedRouteBench(state, false);
 }
 
-// The bounded-to-unbounded ratio on one prepared list: Pick and
+// The bounded-to-unbounded ratio on one prepared list: Pick,
 // RouteWithTotal (given the sum of the loads and the counters, with
-// range(1) percent of the backends saturated) take turns over the same
-// blocks of keys, each block timed, the order alternating every iteration.
-// Both run on the same memory (separate benchmarks' allocations move their
-// timings on the development VMs) and through the same drifts of the
-// machine's speed, so the ratio is steadier than one of two medians over the
-// other.
+// range(1) percent of the backends saturated) and the general decision
+// (BoundedLoadRendezvous::Decide through the table, every load read) take
+// turns over the same blocks of keys, each block timed, the order rotated
+// every iteration. All run on the same memory (separate benchmarks'
+// allocations move their timings on the development VMs) and through the
+// same drifts of the machine's speed, so the ratio is steadier than one of
+// two medians over the other. `ratio` is RouteWithTotal's, `general_ratio`
+// the general decision's.
 void PairedBench(benchmark::State& state, bool one_weight) {
   using Clock = std::chrono::steady_clock;
   constexpr size_t kBlock = 64;
@@ -317,7 +319,8 @@ void PairedBench(benchmark::State& state, bool one_weight) {
   const uint64_t total = c.LoadSum();
   poise::DecisionScratch scratch;
   const auto& keys = Keys();
-  Clock::duration pick{}, with_total{};
+  Clock::duration pick{}, with_total{}, general{};
+  const auto load = [&](size_t i) { return c.loads[i]; };
   size_t k = 0;
   size_t first = 0;
   for ([[maybe_unused]] auto _ : state) {
@@ -337,14 +340,28 @@ void PairedBench(benchmark::State& state, bool one_weight) {
       }
       with_total += Clock::now() - t;
     };
-    if (first == 0) {
-      picks();
-      routes_with_total();
-    } else {
-      routes_with_total();
-      picks();
+    const auto general_decisions = [&] {
+      const auto t = Clock::now();
+      for (size_t j = 0; j < kBlock; ++j) {
+        benchmark::DoNotOptimize(
+            policy.Decide(keys[(k + j) % kKeyPool], prepared.candidates(),
+                          prepared.table(), load, scratch));
+      }
+      general += Clock::now() - t;
+    };
+    for (size_t turn = 0; turn < 3; ++turn) {
+      switch ((first + turn) % 3) {
+        case 0:
+          picks();
+          break;
+        case 1:
+          routes_with_total();
+          break;
+        default:
+          general_decisions();
+      }
     }
-    first = 1 - first;
+    first = (first + 1) % 3;
     k += kBlock;
   }
   const auto per_call = [&](Clock::duration d) {
@@ -354,7 +371,9 @@ void PairedBench(benchmark::State& state, bool one_weight) {
   };
   state.counters["pick_ns"] = per_call(pick);
   state.counters["route_ns"] = per_call(with_total);
+  state.counters["general_ns"] = per_call(general);
   state.counters["ratio"] = per_call(with_total) / per_call(pick);
+  state.counters["general_ratio"] = per_call(general) / per_call(pick);
   state.counters["saturated"] = c.saturated_fraction;
 }
 
