@@ -95,10 +95,13 @@ size_t VisitSortedRun(Walk& walk, const Reader& load,
 // (whose load was `owner_load`), reading each visited load once into the
 // scratch. kNone when the general search must answer: every eligible load
 // is in scratch.loads() then (the walk reads the ones it did not visit).
+// Out of line: the idle owner's path stays a few contiguous cache lines.
 template <typename Reader>
-size_t WalkToRoom(const PreparedList& list, uint32_t factor_percent,
-                  uint64_t total_load, size_t owner, uint64_t owner_load,
-                  const Reader& load, DecisionScratch& scratch) {
+[[gnu::noinline]] size_t WalkToRoom(const PreparedList& list,
+                                    uint32_t factor_percent,
+                                    uint64_t total_load, size_t owner,
+                                    uint64_t owner_load, const Reader& load,
+                                    DecisionScratch& scratch) {
   uint64_t* const loads = scratch.loads();
   size_t* const order = scratch.list();
   loads[owner] = owner_load;
