@@ -71,7 +71,7 @@ BackendSet::UpdateReport BackendSet::Update(
   identities.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     const ResolverEntry& entry = entries[i];
-    // 1. The first occurrence of an address wins.
+    // B1. The first occurrence of an address wins.
     if (addresses.contains(entry.address)) {
       ++report.duplicate_addresses;
       continue;
@@ -79,19 +79,19 @@ BackendSet::UpdateReport BackendSet::Update(
     const auto endpoint_it = endpoints.find(entry.address);
     const EndpointConfig* endpoint =
         endpoint_it != endpoints.end() ? endpoint_it->second : nullptr;
-    // 2. Identity.
+    // B2. Identity.
     std::string_view identity = entry.address;
     if (endpoint != nullptr && endpoint->identity.has_value()) {
       identity = *endpoint->identity;
     } else if (entry.identity.has_value() && !entry.identity->empty()) {
       identity = *entry.identity;
     }
-    // 3. One backend per identity.
+    // B3. One backend per identity.
     if (identities.contains(identity)) {
       ++report.duplicate_identities;
       continue;
     }
-    // 4. Weight.
+    // B4. Weight.
     uint32_t weight = config.default_weight;
     if (endpoint != nullptr && endpoint->weight.has_value()) {
       weight = *endpoint->weight;

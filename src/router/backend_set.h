@@ -115,14 +115,14 @@ struct BackendList {
 // The current backend list and the cells of the identities it has known.
 //
 // Resolution, per resolver entry, in resolver order:
-//   1. an address already listed is dropped (the first occurrence wins);
-//   2. identity: the endpoints[] entry's identity for the address, else the
-//      entry's identity attribute (when not empty), else the address text;
-//   3. an identity already listed is dropped (one backend per identity, the
-//      first wins: two backends hashed as one would split one owner's keys
-//      between them by list position);
-//   4. weight: the endpoints[] entry's weight for the address, else the
-//      entry's weight attribute (when above 0), else defaultWeight.
+//   B1. an address already listed is dropped (the first occurrence wins);
+//   B2. identity: the endpoints[] entry's identity for the address, else the
+//       entry's identity attribute (when not empty), else the address text;
+//   B3. an identity already listed is dropped (one backend per identity, the
+//       first wins: two backends hashed as one would split one owner's keys
+//       between them by list position);
+//   B4. weight: the endpoints[] entry's weight for the address, else the
+//       entry's weight attribute (when above 0), else defaultWeight.
 // Each step is a hash-map lookup: an update is linear in the entries.
 //
 // A listed identity keeps its cell (its statistics) across updates; one that
@@ -152,8 +152,8 @@ class BackendSet final {
 
   // What an update did, for logs.
   struct UpdateReport {
-    size_t duplicate_addresses = 0;   // entries dropped by rule 1
-    size_t duplicate_identities = 0;  // entries dropped by rule 3
+    size_t duplicate_addresses = 0;   // entries dropped by B1
+    size_t duplicate_identities = 0;  // entries dropped by B3
     size_t refused = 0;               // entries admit() refused
     bool table_rebuilt = false;       // false: the previous table was kept
                                       // (true also when the store had it)

@@ -9,24 +9,24 @@
 // The effective weights, exactly (integers, so every decision in a step is
 // the contract's decision for those weights and poise-explain/poise-sim can
 // replay it):
-//   1. While some backend ramps, every weight is multiplied by one scale
-//      S = 2^k: k = 10 (S = 1024) unless the largest listed weight w_max
-//      needs less to fit 32 bits (S = the largest power of two with
-//      w_max S <= 2^32 - 1; S = 1 past 2^22). A power of two changes no
-//      score's rounding (-ln U / (w 2^k) is -ln U / w times 2^-k exactly),
-//      so it changes no owner at all, and no capacity (ratios only). With no
-//      ramp in progress S = 1: the weights are the list's.
-//   2. A backend ramping at step j of n (0 <= j < n) has
-//        e_j = max(1, floor(w S (m n + (100 - m) j) / (100 n)))
-//      with m = minWeightPercent; from step n on it is w S. e_j never
-//      decreases in j.
-//   3. n = StepsFor(m) = clamp(ceil(500 / m), 20, 500); step j starts at
-//      ceil(j window / n) after the ramp starts (nanoseconds). Why: the
-//      share of keys of a backend of effective weight e among others of
-//      total weight W is e / (W + e), concave in e, so the steps early in
-//      the ramp move the most; the largest step moves at most 1 / (4 m n) of
-//      its final keys (m < 1/2, worst over W; (1 - m) / n for m >= 1/2), so
-//      n >= 5 / m keeps every step within 1/20.
+//   SS1. While some backend ramps, every weight is multiplied by one scale
+//        S = 2^k: k = 10 (S = 1024) unless the largest listed weight w_max
+//        needs less to fit 32 bits (S = the largest power of two with
+//        w_max S <= 2^32 - 1; S = 1 past 2^22). A power of two changes no
+//        score's rounding (-ln U / (w 2^k) is -ln U / w times 2^-k
+//        exactly), so it changes no owner at all, and no capacity (ratios
+//        only). With no ramp in progress S = 1: the weights are the list's.
+//   SS2. A backend ramping at step j of n (0 <= j < n) has
+//          e_j = max(1, floor(w S (m n + (100 - m) j) / (100 n)))
+//        with m = minWeightPercent; from step n on it is w S. e_j never
+//        decreases in j.
+//   SS3. n = StepsFor(m) = clamp(ceil(500 / m), 20, 500); step j starts at
+//        ceil(j window / n) after the ramp starts (nanoseconds). Why: the
+//        share of keys of a backend of effective weight e among others of
+//        total weight W is e / (W + e), concave in e, so the steps early in
+//        the ramp move the most; the largest step moves at most 1 / (4 m n)
+//        of its final keys (m < 1/2, worst over W; (1 - m) / n for
+//        m >= 1/2), so n >= 5 / m keeps every step within 1/20.
 //
 // Which backends ramp (by identity):
 //   - identities listed before any backend was ever READY (the channel's
@@ -66,15 +66,15 @@ class SlowStart final {
   static constexpr uint32_t kMinSteps = 20;
   static constexpr uint32_t kMaxSteps = 500;
 
-  // The ramp's step count for minWeightPercent `min_percent` (rule 3).
+  // The ramp's step count for minWeightPercent `min_percent` (SS3).
   static uint32_t StepsFor(uint32_t min_percent);
-  // The common scale for a list whose largest weight is `max_weight` (rule 1).
+  // The common scale for a list whose largest weight is `max_weight` (SS1).
   static uint32_t ScaleFor(uint64_t max_weight);
-  // e_j of rule 2 (`step` >= `steps` gives weight * scale).
+  // e_j of SS2 (`step` >= `steps` gives weight * scale).
   static uint32_t EffectiveWeight(uint32_t weight, uint32_t scale,
                                   uint32_t min_percent, uint32_t step,
                                   uint32_t steps);
-  // When step `step` of a ramp starts, after the ramp's start (rule 3).
+  // When step `step` of a ramp starts, after the ramp's start (SS3).
   static absl::Duration StepOffset(absl::Duration window, uint32_t step,
                                    uint32_t steps);
   // The step a ramp is at `elapsed` after its start (steps: done).

@@ -1,4 +1,4 @@
-// Rule 6 of the picker: a retry goes to the key's next choice (the core's
+// The picker's P6: a retry goes to the key's next choice (the core's
 // k-th choice), SAME_OWNER keeps the first attempt's routing, the bounded
 // policy's retry takes the next choice with room, the hard limit still
 // holds, and the header's value is parsed strictly.
