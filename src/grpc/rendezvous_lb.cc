@@ -3,7 +3,7 @@
 // file turns ServerAddresses into router entries, keeps a subchannel per
 // listed address, maps connectivity, publishes pickers that turn the router's
 // PickOutcome into a PickResult (rendezvous_picker.h), sets slow start's step
-// timer (ramp_timer.h), and traces (GRPC_TRACE=poise_rendezvous).
+// timer (slow_start_timer.h), and traces (GRPC_TRACE=poise_rendezvous).
 #include "src/grpc/internal_guard.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
@@ -36,12 +36,12 @@
 #include "src/core/lib/resolver/server_address.h"
 #include "src/core/lib/transport/connectivity_state.h"
 #include "src/grpc/identity_attribute.h"
-#include "src/grpc/ramp_timer.h"
 #include "src/grpc/registration.h"
 #include "src/grpc/rendezvous_config.h"
 #include "src/grpc/rendezvous_picker.h"
 #include "src/grpc/rendezvous_trace.h"
 #include "src/grpc/slow_start_clock.h"
+#include "src/grpc/slow_start_timer.h"
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
 #include "src/router/connectivity.h"
@@ -163,7 +163,7 @@ class RendezvousLb final : public LoadBalancingPolicy {
   void UpdatePickerLocked();
 
   // Slow start: the effective weights now (empty when it is off), with the
-  // ramp timer set for the next step and ramp changes traced.
+  // step timer set for the next step and step changes traced.
   std::vector<uint32_t> EffectiveWeightsLocked();
 
   const bool bounded_;
@@ -181,8 +181,8 @@ class RendezvousLb final : public LoadBalancingPolicy {
   bool shutdown_ = false;
   // Slow start (src/router/slow_start.h); empty when the config has none.
   std::optional<router::SlowStart> slow_start_;
-  // The next step's timer and the ramps' traces; idle when slow start is.
-  RampTimer ramp_timer_;
+  // The next step's timer and the steps' traces; idle when slow start is.
+  SlowStartTimer slow_start_timer_;
 };
 
 class RendezvousLb::Backend::Watcher final
@@ -224,7 +224,7 @@ void RendezvousLb::Backend::ShutdownLocked() {
 RendezvousLb::RendezvousLb(Args args, bool bounded)
     : LoadBalancingPolicy(std::move(args)),
       bounded_(bounded),
-      ramp_timer_(this, work_serializer(), [this]() {
+      slow_start_timer_(this, work_serializer(), [this]() {
         if (!shutdown_) UpdatePickerLocked();
       }) {
   std::string label(channel_args().GetString(kStatsLabelArg).value_or(""));
@@ -243,7 +243,7 @@ RendezvousLb::~RendezvousLb() { POISE_TRACE("[poise %p] destroyed", this); }
 void RendezvousLb::ShutdownLocked() {
   POISE_TRACE("[poise %p] shutting down", this);
   shutdown_ = true;
-  ramp_timer_.CancelRampTimerLocked();
+  slow_start_timer_.CancelStepTimerLocked();
   slow_start_.reset();
   for (auto& backend : backends_) backend->ShutdownLocked();
   backends_.clear();
@@ -264,11 +264,11 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   const std::optional<router::SlowStartConfig>& slow =
       config_->config()->slow_start;
   if (!slow.has_value()) {
-    ramp_timer_.CancelRampTimerLocked();
+    slow_start_timer_.CancelStepTimerLocked();
     slow_start_.reset();
   } else if (!slow_start_.has_value()) {
     // Turned on now: what is listed before the next READY counts as the
-    // start (it was serving, or about to, without a ramp).
+    // start (it was serving, or about to, without slow start).
     slow_start_.emplace(*slow);
   } else {
     slow_start_->set_config(*slow);
@@ -394,10 +394,10 @@ void RendezvousLb::UpdatePickerLocked() {
 std::vector<uint32_t> RendezvousLb::EffectiveWeightsLocked() {
   if (!slow_start_.has_value()) return {};
   router::SlowStart::Weights w =
-      slow_start_->Observe(*set_.list(), states_, internal::RampNow());
+      slow_start_->Observe(*set_.list(), states_, internal::SlowStartNow());
   stats_->SetEffectiveWeights(w.effective, w.scale);
-  ramp_timer_.ObserveLocked(w, set_.backends(),
-                            Ref(DEBUG_LOCATION, "RampTimer"));
+  slow_start_timer_.ObserveLocked(w, set_.backends(),
+                                  Ref(DEBUG_LOCATION, "SlowStartTimer"));
   return std::move(w.effective);
 }
 

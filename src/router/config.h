@@ -61,7 +61,7 @@ struct EndpointConfig {
 };
 
 // slowStart: a backend that becomes READY while the channel already serves
-// traffic ramps from minWeightPercent of its weight to all of it over
+// traffic goes from minWeightPercent of its weight to all of it over
 // `window` (src/router/slow_start.h).
 struct SlowStartConfig {
   static constexpr uint32_t kDefaultMinWeightPercent = 10;

@@ -84,7 +84,7 @@ SlowStart::Weights SlowStart::Observe(const BackendList& list,
     if (ready && !r.ready) {
       const bool long_outage =
           r.down_since.has_value() && now - *r.down_since >= window;
-      if (r.cold || long_outage) r.ramp_start = now;
+      if (r.cold || long_outage) r.started_at = now;
       r.cold = false;
       r.down_since.reset();
     } else if (!ready && r.ready) {
@@ -110,37 +110,37 @@ SlowStart::Weights SlowStart::Observe(const BackendList& list,
       ++it;
     }
   }
-  // 3. The ramps, ended ones dropped.
+  // 3. Where each backend is in its slow start; ended ones dropped.
   Weights out;
-  out.ramps.resize(n);
+  out.progress.resize(n);
   uint64_t max_weight = 0;
   for (size_t i = 0; i < n; ++i) {
     const Backend& b = list.backends[i];
     max_weight = std::max<uint64_t>(max_weight, b.weight);
     Record& r = records_.find(AbslView(b.identity))->second;
-    if (!r.ramp_start.has_value()) continue;
-    const absl::Duration elapsed = now - *r.ramp_start;
+    if (!r.started_at.has_value()) continue;
+    const absl::Duration elapsed = now - *r.started_at;
     const uint32_t step = StepAt(window, elapsed, steps);
     if (step >= steps) {
-      r.ramp_start.reset();
+      r.started_at.reset();
       continue;
     }
-    out.ramps[i] = Ramp{step, steps};
-    const absl::Time next = *r.ramp_start + StepOffset(window, step + 1, steps);
+    out.progress[i] = Progress{step, steps};
+    const absl::Time next = *r.started_at + StepOffset(window, step + 1, steps);
     if (!out.next_step.has_value() || next < *out.next_step) {
       out.next_step = next;
     }
   }
-  // Ramps of identities away from the list run on too: their end matters
+  // Slow starts of identities away from the list run on too: their end matters
   // only when they return, and Observe is called then.
-  out.scale = out.ramping() ? ScaleFor(max_weight) : 1;
+  out.scale = out.in_progress() ? ScaleFor(max_weight) : 1;
   out.effective.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const uint32_t w = list.backends[i].weight;
     out.effective[i] =
-        out.ramps[i].has_value()
+        out.progress[i].has_value()
             ? EffectiveWeight(w, out.scale, config_.min_weight_percent,
-                              out.ramps[i]->step, steps)
+                              out.progress[i]->step, steps)
             : w * out.scale;
   }
   return out;

@@ -1,6 +1,6 @@
-// The slow-start step timer (ramp_timer.h) and the ramps' replaceable clock
-// (slow_start_clock.h).
-#include "src/grpc/ramp_timer.h"
+// The slow-start step timer (slow_start_timer.h) and slow start's replaceable
+// clock (slow_start_clock.h).
+#include "src/grpc/slow_start_timer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -17,46 +17,52 @@ namespace poise::grpc_lb {
 
 namespace internal {
 namespace {
-std::atomic<RampClock> g_ramp_clock{nullptr};
-std::atomic<int> g_pending_ramp_timers{0};
+std::atomic<SlowStartClock> g_slow_start_clock{nullptr};
+std::atomic<int> g_pending_slow_start_timers{0};
 }  // namespace
 
-void SetRampClockForTesting(RampClock clock) { g_ramp_clock.store(clock); }
-absl::Time RampNow() {
-  const RampClock clock = g_ramp_clock.load();
+void SetSlowStartClockForTesting(SlowStartClock clock) {
+  g_slow_start_clock.store(clock);
+}
+absl::Time SlowStartNow() {
+  const SlowStartClock clock = g_slow_start_clock.load();
   return clock != nullptr ? clock() : absl::Now();
 }
-int PendingRampTimersForTesting() { return g_pending_ramp_timers.load(); }
+int PendingSlowStartTimersForTesting() {
+  return g_pending_slow_start_timers.load();
+}
 }  // namespace internal
 
-RampTimer::RampTimer(const void* policy,
-                     std::shared_ptr<grpc_core::WorkSerializer> work_serializer,
-                     std::function<void()> on_step)
+SlowStartTimer::SlowStartTimer(
+    const void* policy,
+    std::shared_ptr<grpc_core::WorkSerializer> work_serializer,
+    std::function<void()> on_step)
     : policy_(policy),
       work_serializer_(std::move(work_serializer)),
       on_step_(std::move(on_step)) {}
 
-void RampTimer::ObserveLocked(
+void SlowStartTimer::ObserveLocked(
     const router::SlowStart::Weights& w,
     const std::vector<router::Backend>& backends,
     grpc_core::RefCountedPtr<grpc_core::LoadBalancingPolicy> policy) {
   if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) {
-    TraceRampsLocked(w, backends);
+    TraceStepsLocked(w, backends);
   }
   if (w.next_step.has_value()) {
-    ScheduleRampTimerLocked(*w.next_step, std::move(policy));
+    ScheduleStepTimerLocked(*w.next_step, std::move(policy));
   } else {
-    CancelRampTimerLocked();
+    CancelStepTimerLocked();
   }
 }
 
-void RampTimer::TraceRampsLocked(const router::SlowStart::Weights& w,
-                                 const std::vector<router::Backend>& backends) {
-  // One line per ramp step, start and end, by identity.
-  traced_ramps_.resize(w.ramps.size());
-  for (size_t i = 0; i < w.ramps.size(); ++i) {
-    const auto& now = w.ramps[i];
-    const auto& before = traced_ramps_[i];
+void SlowStartTimer::TraceStepsLocked(
+    const router::SlowStart::Weights& w,
+    const std::vector<router::Backend>& backends) {
+  // One line per slow-start step, start and end, by identity.
+  traced_progress_.resize(w.progress.size());
+  for (size_t i = 0; i < w.progress.size(); ++i) {
+    const auto& now = w.progress[i];
+    const auto& before = traced_progress_[i];
     const bool changed = now.has_value() != before.has_value() ||
                          (now.has_value() && now->step != before->step);
     if (!changed) continue;
@@ -72,44 +78,44 @@ void RampTimer::TraceRampsLocked(const router::SlowStart::Weights& w,
                   static_cast<int>(b.identity.size()), b.identity.data());
     }
   }
-  traced_ramps_ = w.ramps;
+  traced_progress_ = w.progress;
 }
 
-void RampTimer::ScheduleRampTimerLocked(
+void SlowStartTimer::ScheduleStepTimerLocked(
     absl::Time at,
     grpc_core::RefCountedPtr<grpc_core::LoadBalancingPolicy> policy) {
-  if (ramp_timer_.has_value() && ramp_timer_at_ == at) return;
-  CancelRampTimerLocked();
+  if (step_timer_.has_value() && step_timer_at_ == at) return;
+  CancelStepTimerLocked();
   const absl::Duration delay =
-      std::max(at - internal::RampNow(), absl::ZeroDuration());
-  ramp_timer_at_ = at;
-  internal::g_pending_ramp_timers.fetch_add(1);
+      std::max(at - internal::SlowStartNow(), absl::ZeroDuration());
+  step_timer_at_ = at;
+  internal::g_pending_slow_start_timers.fetch_add(1);
   // The callback holds the policy, and so this timer, until it has run.
-  ramp_timer_ = event_engine_->RunAfter(
+  step_timer_ = event_engine_->RunAfter(
       std::chrono::nanoseconds(absl::ToInt64Nanoseconds(delay)),
       [this, policy = std::move(policy)]() mutable {
-        internal::g_pending_ramp_timers.fetch_sub(1);
+        internal::g_pending_slow_start_timers.fetch_sub(1);
         grpc_core::ApplicationCallbackExecCtx app_exec_ctx;
         grpc_core::ExecCtx exec_ctx;
         work_serializer_->Run(
-            [this, policy = std::move(policy)]() { OnRampTimerLocked(); },
+            [this, policy = std::move(policy)]() { OnStepTimerLocked(); },
             DEBUG_LOCATION);
       });
 }
 
-void RampTimer::CancelRampTimerLocked() {
-  if (!ramp_timer_.has_value()) return;
-  // False: the callback is running or about to; OnRampTimerLocked then
+void SlowStartTimer::CancelStepTimerLocked() {
+  if (!step_timer_.has_value()) return;
+  // False: the callback is running or about to; OnStepTimerLocked then
   // finds no timer and does nothing.
-  if (event_engine_->Cancel(*ramp_timer_)) {
-    internal::g_pending_ramp_timers.fetch_sub(1);
+  if (event_engine_->Cancel(*step_timer_)) {
+    internal::g_pending_slow_start_timers.fetch_sub(1);
   }
-  ramp_timer_.reset();
+  step_timer_.reset();
 }
 
-void RampTimer::OnRampTimerLocked() {
-  if (!ramp_timer_.has_value()) return;
-  ramp_timer_.reset();
+void SlowStartTimer::OnStepTimerLocked() {
+  if (!step_timer_.has_value()) return;
+  step_timer_.reset();
   on_step_();  // the next step's picker (and the next timer)
 }
 
