@@ -132,10 +132,11 @@ class RendezvousLb final : public LoadBalancingPolicy {
   void ResetBackoffLocked() override;
 
  private:
-  // One listed address's connection.
-  class Backend final : public grpc_core::RefCounted<Backend> {
+  // One listed backend's subchannel and its connectivity watcher.
+  class BackendSubchannel final
+      : public grpc_core::RefCounted<BackendSubchannel> {
    public:
-    explicit Backend(RefCountedPtr<SubchannelInterface> subchannel)
+    explicit BackendSubchannel(RefCountedPtr<SubchannelInterface> subchannel)
         : subchannel_(std::move(subchannel)) {}
 
     const RefCountedPtr<SubchannelInterface>& subchannel() const {
@@ -157,7 +158,8 @@ class RendezvousLb final : public LoadBalancingPolicy {
   ~RendezvousLb() override;
   void ShutdownLocked() override;
 
-  void OnBackendStateLocked(Backend* backend, grpc_connectivity_state state,
+  void OnBackendStateLocked(BackendSubchannel* backend,
+                            grpc_connectivity_state state,
                             const absl::Status& status);
   // Publishes the channel's state and its picker.
   void UpdatePickerLocked();
@@ -174,7 +176,7 @@ class RendezvousLb final : public LoadBalancingPolicy {
   ChannelArgs args_;
   router::BackendSet set_;
   // Both by backend index in set_.backends().
-  std::vector<RefCountedPtr<Backend>> backends_;
+  std::vector<RefCountedPtr<BackendSubchannel>> backends_;
   std::vector<router::BackendState> states_;
   std::string resolution_note_;
   absl::Status address_error_;
@@ -185,10 +187,11 @@ class RendezvousLb final : public LoadBalancingPolicy {
   SlowStartTimer slow_start_timer_;
 };
 
-class RendezvousLb::Backend::Watcher final
+class RendezvousLb::BackendSubchannel::Watcher final
     : public SubchannelInterface::ConnectivityStateWatcherInterface {
  public:
-  Watcher(RefCountedPtr<RendezvousLb> policy, RefCountedPtr<Backend> backend)
+  Watcher(RefCountedPtr<RendezvousLb> policy,
+          RefCountedPtr<BackendSubchannel> backend)
       : policy_(std::move(policy)), backend_(std::move(backend)) {}
 
   // gRPC 1.51 delivers these in the policy's work serializer.
@@ -202,10 +205,10 @@ class RendezvousLb::Backend::Watcher final
 
  private:
   RefCountedPtr<RendezvousLb> policy_;
-  RefCountedPtr<Backend> backend_;
+  RefCountedPtr<BackendSubchannel> backend_;
 };
 
-void RendezvousLb::Backend::StartWatchingLocked(
+void RendezvousLb::BackendSubchannel::StartWatchingLocked(
     RefCountedPtr<RendezvousLb> policy) {
   auto watcher = std::make_unique<Watcher>(std::move(policy), Ref());
   watcher_ = watcher.get();
@@ -214,7 +217,7 @@ void RendezvousLb::Backend::StartWatchingLocked(
   subchannel_->RequestConnection();
 }
 
-void RendezvousLb::Backend::ShutdownLocked() {
+void RendezvousLb::BackendSubchannel::ShutdownLocked() {
   if (watcher_ != nullptr) {
     subchannel_->CancelConnectivityStateWatch(watcher_);
     watcher_ = nullptr;
@@ -300,7 +303,7 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
       addresses.push_back(&address);
     }
   }
-  std::vector<RefCountedPtr<Backend>> previous = std::move(backends_);
+  std::vector<RefCountedPtr<BackendSubchannel>> previous = std::move(backends_);
   std::vector<router::BackendState> previous_states = std::move(states_);
   backends_.clear();
   states_.clear();
@@ -314,7 +317,7 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
           *addresses[admission.entry], args_);
       if (subchannel == nullptr) return false;
       backends_.push_back(
-          grpc_core::MakeRefCounted<Backend>(std::move(subchannel)));
+          grpc_core::MakeRefCounted<BackendSubchannel>(std::move(subchannel)));
       states_.emplace_back();
       backends_.back()->StartWatchingLocked(
           RefCountedPtr<RendezvousLb>(static_cast<RendezvousLb*>(
@@ -347,7 +350,7 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   return absl::OkStatus();
 }
 
-void RendezvousLb::OnBackendStateLocked(Backend* backend,
+void RendezvousLb::OnBackendStateLocked(BackendSubchannel* backend,
                                         grpc_connectivity_state state,
                                         const absl::Status& status) {
   if (shutdown_ || backend->removed()) return;  // a stale notification

@@ -43,7 +43,7 @@ SlowStartTimer::SlowStartTimer(
 
 void SlowStartTimer::ObserveLocked(
     const router::SlowStart::Weights& w,
-    const std::vector<router::Backend>& backends,
+    const std::vector<router::ListedBackend>& backends,
     grpc_core::RefCountedPtr<grpc_core::LoadBalancingPolicy> policy) {
   if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) {
     TraceStepsLocked(w, backends);
@@ -57,7 +57,7 @@ void SlowStartTimer::ObserveLocked(
 
 void SlowStartTimer::TraceStepsLocked(
     const router::SlowStart::Weights& w,
-    const std::vector<router::Backend>& backends) {
+    const std::vector<router::ListedBackend>& backends) {
   // One line per slow-start step, start and end, by identity.
   traced_progress_.resize(w.progress.size());
   for (size_t i = 0; i < w.progress.size(); ++i) {
@@ -66,7 +66,7 @@ void SlowStartTimer::TraceStepsLocked(
     const bool changed = now.has_value() != before.has_value() ||
                          (now.has_value() && now->step != before->step);
     if (!changed) continue;
-    const router::Backend& b = backends[i];
+    const router::ListedBackend& b = backends[i];
     if (now.has_value()) {
       POISE_TRACE(
           "[poise %p] slow start: %.*s step %u/%u, weight %u of %llu", policy_,

@@ -38,13 +38,13 @@ class SlowStartTimer final {
   // when no slow start is in progress). `policy` is held by a pending timer.
   void ObserveLocked(
       const router::SlowStart::Weights& w,
-      const std::vector<router::Backend>& backends,
+      const std::vector<router::ListedBackend>& backends,
       grpc_core::RefCountedPtr<grpc_core::LoadBalancingPolicy> policy);
   void CancelStepTimerLocked();
 
  private:
   void TraceStepsLocked(const router::SlowStart::Weights& w,
-                        const std::vector<router::Backend>& backends);
+                        const std::vector<router::ListedBackend>& backends);
   void ScheduleStepTimerLocked(
       absl::Time at,
       grpc_core::RefCountedPtr<grpc_core::LoadBalancingPolicy> policy);

@@ -27,7 +27,7 @@ void BackendSet::SetLoadScope(std::shared_ptr<LoadScope> scope) {
 }
 
 void BackendSet::Clear() {
-  for (const Backend& b : list_->backends) {
+  for (const ListedBackend& b : list_->backends) {
     list_->scope->Park(b.identity, SharedCounter(b.cell));
   }
   list_ = EmptyList(scope_);
@@ -57,7 +57,7 @@ BackendSet::UpdateReport BackendSet::Update(
   previous_index.reserve(previous->backends.size());
   if (same_scope) previous_cells.reserve(previous->backends.size());
   for (size_t i = 0; i < previous->backends.size(); ++i) {
-    const Backend& b = previous->backends[i];
+    const ListedBackend& b = previous->backends[i];
     previous_index.emplace(b.address, i);
     if (same_scope) previous_cells.emplace(b.identity, i);
   }
@@ -113,7 +113,7 @@ BackendSet::UpdateReport BackendSet::Update(
                                      : NewCell(identity);
     // Borrowed from `entries` and `config` until BorrowFromList() below.
     next->backends.push_back(
-        Backend{entry.address, identity, weight, std::move(cell)});
+        ListedBackend{entry.address, identity, weight, std::move(cell)});
   }
 
   // The table: kept when the identities are the previous ones, in order.
@@ -127,13 +127,13 @@ BackendSet::UpdateReport BackendSet::Update(
   } else if (!next->backends.empty()) {
     std::vector<std::string_view> ids;
     ids.reserve(next->backends.size());
-    for (const Backend& b : next->backends) ids.emplace_back(b.identity);
+    for (const ListedBackend& b : next->backends) ids.emplace_back(b.identity);
     next->table = internal::IdentityStore::Global().Share(ids);
     report.table_rebuilt = true;
   }
   // Identities that leave with calls in flight stay findable by their scope.
   if (same_scope) {
-    for (const Backend& b : previous->backends) {
+    for (const ListedBackend& b : previous->backends) {
       if (!identities.contains(b.identity)) {
         scope_->Park(b.identity, SharedCounter(b.cell));
       }
@@ -154,13 +154,13 @@ std::shared_ptr<BackendCell> BackendSet::NewCell(std::string_view identity) {
 
 void BackendSet::BorrowFromList(BackendList& list) {
   size_t bytes = 0;
-  for (const Backend& b : list.backends) {
+  for (const ListedBackend& b : list.backends) {
     if (b.address != b.identity) bytes += b.address.size();
   }
   if (bytes != 0) list.address_bytes = std::make_unique<char[]>(bytes);
   char* at = list.address_bytes.get();
   for (size_t i = 0; i < list.backends.size(); ++i) {
-    Backend& b = list.backends[i];
+    ListedBackend& b = list.backends[i];
     const std::string_view identity = list.table->identity(i);
     if (b.address == b.identity) {
       b.address = identity;

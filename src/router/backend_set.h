@@ -81,16 +81,18 @@ struct ResolverEntry {
   std::optional<std::string> identity;  // the per-address identity attribute
 };
 
-// One backend of the list. Its strings are borrowed from the list that holds
-// it (valid while the BackendList lives): the identity from the shared
-// table's row, the address from the same row when it is the identity (the
-// default), else from the list's own buffer.
-struct Backend {
+// One backend as a BackendList lists it: its address, identity, weight and
+// in-flight cell. Its strings are borrowed from the list that holds it (valid
+// while the BackendList lives): the identity from the shared table's row, the
+// address from the same row when it is the identity (the default), else from
+// the list's own buffer.
+struct ListedBackend {
   std::string_view address;
   std::string_view identity;  // the string hashed for it
   uint32_t weight;
   std::shared_ptr<BackendCell> cell;
 };
+using Backend = ListedBackend;  // Transitional: picker.h still says Backend.
 
 // One update's result, immutable: shared by the set, the pickers built from
 // it and the statistics, so none copies identities.
@@ -100,7 +102,7 @@ struct BackendList {
   BackendList(const BackendList&) = delete;
   BackendList& operator=(const BackendList&) = delete;
 
-  std::vector<Backend> backends;  // resolver order
+  std::vector<ListedBackend> backends;  // resolver order
   // The backends' identities hashed ahead, in order; null when empty. From
   // the process-wide internal::IdentityStore: every list of the process
   // naming the same identities in the same order holds the same table, and
@@ -180,7 +182,7 @@ class BackendSet final {
   void Clear();
 
   const std::shared_ptr<const BackendList>& list() const { return list_; }
-  const std::vector<Backend>& backends() const { return list_->backends; }
+  const std::vector<ListedBackend>& backends() const { return list_->backends; }
   const std::shared_ptr<const IdentityTable>& table() const {
     return list_->table;
   }

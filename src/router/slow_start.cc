@@ -70,7 +70,7 @@ SlowStart::Weights SlowStart::Observe(const BackendList& list,
   listed.reserve(n);
   bool any_ready = false;
   for (size_t i = 0; i < n; ++i) {
-    const Backend& b = list.backends[i];
+    const ListedBackend& b = list.backends[i];
     listed.insert(b.identity);
     // The key's own copy: a record outlives the list that borrowed it.
     auto it = records_.find(AbslView(b.identity));
@@ -115,7 +115,7 @@ SlowStart::Weights SlowStart::Observe(const BackendList& list,
   out.progress.resize(n);
   uint64_t max_weight = 0;
   for (size_t i = 0; i < n; ++i) {
-    const Backend& b = list.backends[i];
+    const ListedBackend& b = list.backends[i];
     max_weight = std::max<uint64_t>(max_weight, b.weight);
     Record& r = records_.find(AbslView(b.identity))->second;
     if (!r.started_at.has_value()) continue;

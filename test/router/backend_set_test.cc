@@ -307,7 +307,7 @@ TEST(BackendSet, HundredSetsOfTheSameBackendsShareRowsAndOneTable) {
     const IdentityTable& table = *sets[0]->table();
     for (const auto& set : sets) {
       for (size_t i = 0; i < 1000; i += 97) {
-        const Backend& b = set->backends()[i];
+        const ListedBackend& b = set->backends()[i];
         EXPECT_EQ(b.identity.data(), table.identity(i).data());
         EXPECT_EQ(b.address.data(), table.identity(i).data());
         EXPECT_EQ(b.address, AddressOf(i));
