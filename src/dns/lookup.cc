@@ -17,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include "src/dns/text.h"
+#include "src/dns/cat_and_split.h"
 
 namespace poise::dns {
 namespace {

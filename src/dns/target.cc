@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/dns/text.h"
+#include "src/dns/cat_and_split.h"
 
 namespace poise::dns {
 namespace {

@@ -4,7 +4,7 @@
 // listed address, maps connectivity, publishes pickers that turn the router's
 // PickOutcome into a PickResult (rendezvous_picker.h), sets slow start's step
 // timer (slow_start_timer.h), and traces (GRPC_TRACE=poise_rendezvous).
-#include "src/grpc/internal_guard.h"
+#include "src/grpc/require_undebug.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
 // clang-format on
@@ -326,8 +326,8 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
     backends_.back()->index = backends_.size() - 1;
     return true;
   };
-  set_.SetLoadScope(router::ScopeFor(config_->config()->load_scope, scope_name_,
-                                     set_.load_scope()));
+  set_.SetLoadScope(router::LoadScopeForChannel(
+      config_->config()->load_scope, scope_name_, set_.load_scope()));
   const router::BackendSet::UpdateReport report =
       set_.Update(entries, *config_->config(), admit);
   for (auto& gone : previous) {

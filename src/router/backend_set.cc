@@ -28,7 +28,7 @@ void BackendSet::SetLoadScope(std::shared_ptr<LoadScope> scope) {
 
 void BackendSet::Clear() {
   for (const ListedBackend& b : list_->backends) {
-    list_->scope->Park(b.identity, SharedCounter(b.cell));
+    list_->scope->KeepFindableWhileInFlight(b.identity, SharedCounter(b.cell));
   }
   list_ = EmptyList(scope_);
 }
@@ -135,7 +135,7 @@ BackendSet::UpdateReport BackendSet::Update(
   if (same_scope) {
     for (const ListedBackend& b : previous->backends) {
       if (!identities.contains(b.identity)) {
-        scope_->Park(b.identity, SharedCounter(b.cell));
+        scope_->KeepFindableWhileInFlight(b.identity, SharedCounter(b.cell));
       }
     }
   }

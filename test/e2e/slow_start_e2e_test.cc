@@ -1,7 +1,7 @@
 // Slow start end to end: real backends on 127.0.0.1, one channel on gRPC's
 // fake resolver, client threads under load through a resolver update that
 // adds a fifth backend, which then goes through slow start over the window.
-#include "src/grpc/internal_guard.h"
+#include "src/grpc/require_undebug.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
 // clang-format on

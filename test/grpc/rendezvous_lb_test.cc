@@ -1,6 +1,6 @@
 // The policies against gRPC 1.51's fake subchannels (lb_policy_test_lib.h):
 // no network, exact connectivity states, exact loads.
-// First: it includes the internal guard, then port_platform.h.
+// First: it includes src/grpc/require_undebug.h, then port_platform.h.
 // clang-format off
 #include "test/support/policy_fixture.h"
 // clang-format on

@@ -1,7 +1,7 @@
 // Slow start in the policies, over gRPC 1.51's fake subchannels: the config,
 // a slow start driven by a fake clock, the real event-engine timers, and
 // shutdown with a slow start in progress.
-// First: it includes the internal guard, then port_platform.h.
+// First: it includes src/grpc/require_undebug.h, then port_platform.h.
 // clang-format off
 #include "test/support/policy_fixture.h"
 // clang-format on

@@ -131,7 +131,7 @@ TEST(BackendSet, AnIdentityThatLeavesAndReturnsWhileInFlightKeepsItsCounter) {
   // Gone from the list, its counter held only by the call.
   set.Update({Entry(AddressOf(0)), Entry(AddressOf(2))}, ValidConfig());
   ASSERT_EQ(set.size(), 2u);
-  EXPECT_EQ(set.load_scope()->findable_counters(), 1u);  // parked
+  EXPECT_EQ(set.load_scope()->findable_counters(), 1u);  // kept while in flight
   set.Update(Entries(3), ValidConfig());
   EXPECT_EQ(set.backends()[1].cell->in_flight, counter);
   EXPECT_EQ(set.backends()[1].cell->in_flight->Load(), 1u);
