@@ -118,6 +118,28 @@ router::ResolverEntry EntryOf(const ServerAddress& address, std::string text) {
   return entry;
 }
 
+// The router's entries for the resolved addresses (those gRPC can print),
+// each with the address it came from.
+struct ResolvedEntries {
+  std::vector<router::ResolverEntry> entries;
+  std::vector<const ServerAddress*> sources;  // entries[i]'s source
+};
+
+ResolvedEntries EntriesOf(
+    const absl::StatusOr<grpc_core::ServerAddressList>& addresses) {
+  ResolvedEntries resolved;
+  if (!addresses.ok()) return resolved;
+  resolved.entries.reserve(addresses->size());
+  resolved.sources.reserve(addresses->size());
+  for (const ServerAddress& address : *addresses) {
+    auto text = grpc_sockaddr_to_string(&address.address(), false);
+    if (!text.ok()) continue;
+    resolved.entries.push_back(EntryOf(address, std::move(*text)));
+    resolved.sources.push_back(&address);
+  }
+  return resolved;
+}
+
 // ---------------------------------------------------------------------------
 // Policy
 
@@ -157,6 +179,17 @@ class RendezvousLb final : public LoadBalancingPolicy {
 
   ~RendezvousLb() override;
   void ShutdownLocked() override;
+
+  // UpdateLocked's steps: the config's slowStart turns slow start on, off or
+  // changes it;
+  void ApplySlowStartConfigLocked();
+  // `resolved` listed in set_, keeping the subchannels (and states) of the
+  // addresses already listed unless `args_changed`, creating the others and
+  // shutting down those no longer listed;
+  router::BackendSet::UpdateReport UpdateBackendsLocked(
+      const ResolvedEntries& resolved, bool args_changed);
+  // what the update did, traced.
+  void TraceUpdateLocked(const router::BackendSet::UpdateReport& report) const;
 
   void OnBackendStateLocked(BackendSubchannel* backend,
                             grpc_connectivity_state state,
@@ -264,18 +297,7 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   config_ = RefCountedPtr<RendezvousLbConfig>(
       static_cast<RendezvousLbConfig*>(args.config.release()));
   resolution_note_ = std::move(args.resolution_note);
-  const std::optional<router::SlowStartConfig>& slow =
-      config_->config()->slow_start;
-  if (!slow.has_value()) {
-    slow_start_timer_.CancelStepTimerLocked();
-    slow_start_.reset();
-  } else if (!slow_start_.has_value()) {
-    // Turned on now: what is listed before the next READY counts as the
-    // start (it was serving, or about to, without slow start).
-    slow_start_.emplace(*slow);
-  } else {
-    slow_start_->set_config(*slow);
-  }
+  ApplySlowStartConfigLocked();
   if (!args.addresses.ok()) {
     POISE_TRACE("[poise %p] address error: %s", this,
                 args.addresses.status().ToString().c_str());
@@ -291,18 +313,34 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   // Subchannels carry the channel args; new args need new subchannels.
   const bool args_changed = !(args.args == args_);
   args_ = args.args;
-  std::vector<router::ResolverEntry> entries;
-  std::vector<const ServerAddress*> addresses;  // entries[i]'s source
-  if (args.addresses.ok()) {
-    entries.reserve(args.addresses->size());
-    addresses.reserve(args.addresses->size());
-    for (const ServerAddress& address : *args.addresses) {
-      auto text = grpc_sockaddr_to_string(&address.address(), false);
-      if (!text.ok()) continue;
-      entries.push_back(EntryOf(address, std::move(*text)));
-      addresses.push_back(&address);
-    }
+  const router::BackendSet::UpdateReport report =
+      UpdateBackendsLocked(EntriesOf(args.addresses), args_changed);
+  stats_->SetBackends(set_.list());
+  TraceUpdateLocked(report);
+  UpdatePickerLocked();
+  if (set_.empty()) {
+    return router::AggregateState({}, address_error_, resolution_note_).status;
   }
+  return absl::OkStatus();
+}
+
+void RendezvousLb::ApplySlowStartConfigLocked() {
+  const std::optional<router::SlowStartConfig>& slow =
+      config_->config()->slow_start;
+  if (!slow.has_value()) {
+    slow_start_timer_.CancelStepTimerLocked();
+    slow_start_.reset();
+  } else if (!slow_start_.has_value()) {
+    // Turned on now: what is listed before the next READY counts as the
+    // start (it was serving, or about to, without slow start).
+    slow_start_.emplace(*slow);
+  } else {
+    slow_start_->set_config(*slow);
+  }
+}
+
+router::BackendSet::UpdateReport RendezvousLb::UpdateBackendsLocked(
+    const ResolvedEntries& resolved, bool args_changed) {
   std::vector<RefCountedPtr<BackendSubchannel>> previous = std::move(backends_);
   std::vector<router::BackendState> previous_states = std::move(states_);
   backends_.clear();
@@ -314,7 +352,7 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
       states_.push_back(std::move(previous_states[*admission.previous]));
     } else {
       auto subchannel = channel_control_helper()->CreateSubchannel(
-          *addresses[admission.entry], args_);
+          *resolved.sources[admission.entry], args_);
       if (subchannel == nullptr) return false;
       backends_.push_back(
           grpc_core::MakeRefCounted<BackendSubchannel>(std::move(subchannel)));
@@ -329,11 +367,15 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   set_.SetLoadScope(router::LoadScopeForChannel(
       config_->config()->load_scope, scope_name_, set_.load_scope()));
   const router::BackendSet::UpdateReport report =
-      set_.Update(entries, *config_->config(), admit);
+      set_.Update(resolved.entries, *config_->config(), admit);
   for (auto& gone : previous) {
     if (gone != nullptr) gone->ShutdownLocked();
   }
-  stats_->SetBackends(set_.list());
+  return report;
+}
+
+void RendezvousLb::TraceUpdateLocked(
+    const router::BackendSet::UpdateReport& report) const {
   POISE_TRACE(
       "[poise %p] update: %zu backends (left out: %zu duplicate addresses, "
       "%zu duplicate identities, %zu without a subchannel)",
@@ -343,11 +385,6 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
     POISE_TRACE("[poise %p] identity table: %zu backends, %zu bytes", this,
                 set_.table()->size(), set_.table()->memory_bytes());
   }
-  UpdatePickerLocked();
-  if (set_.empty()) {
-    return router::AggregateState({}, address_error_, resolution_note_).status;
-  }
-  return absl::OkStatus();
 }
 
 void RendezvousLb::OnBackendStateLocked(BackendSubchannel* backend,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "poise/identity_table.h"
@@ -190,6 +191,18 @@ class BackendSet final {
   bool empty() const { return list_->backends.empty(); }
 
  private:
+  // B1-B4 over `entries`, in resolver order, into `next` (its strings
+  // borrowed from `entries` and `config`), with the cells of identities
+  // `previous` lists when `same_scope`. Returns the identities listed.
+  absl::flat_hash_set<std::string_view> ListEntries(
+      const std::vector<ResolverEntry>& entries, const Config& config,
+      Admit admit, const BackendList& previous, bool same_scope,
+      BackendList& next, UpdateReport& report);
+  // The identities of `previous` not `listed` leave with their calls in
+  // flight: the scope keeps their counters findable until those end.
+  void KeepLeavingCountersFindable(
+      const BackendList& previous,
+      const absl::flat_hash_set<std::string_view>& listed);
   // A cell for `identity`, new to the list: counting in the scope's shared
   // counter of it if there is one, else in its own.
   std::shared_ptr<BackendCell> NewCell(std::string_view identity);

@@ -52,9 +52,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
@@ -118,6 +120,29 @@ class SlowStart final {
     std::optional<absl::Time> started_at;  // nullopt: not in slow start
     std::optional<absl::Time> down_since;  // set while it is not READY
   };
+
+  // The steps of Observe():
+  // every listed identity's record brought up to `now` (returns them);
+  absl::flat_hash_set<std::string_view> RecordListed(
+      const BackendList& list, const std::vector<BackendState>& states,
+      absl::Time now);
+  // identities away from the list: down from `now`, forgotten after a
+  // window;
+  void RecordUnlisted(const absl::flat_hash_set<std::string_view>& listed,
+                      absl::Time now);
+  // where each listed backend is in its slow start and when the next step
+  // starts, ended ones dropped (those of identities away from the list run
+  // on too: their end matters only when they return, and Observe() is
+  // called then);
+  Weights ProgressAt(const BackendList& list, absl::Time now);
+  // the scale (SS1) and the effective weights (SS2).
+  void SetEffectiveWeights(const BackendList& list, Weights& out) const;
+
+  // `identity`'s record; a new one is cold after the channel's start.
+  Record& RecordOf(std::string_view identity);
+  // `r` seen READY or not at `now`: a cold one, or one back after a window
+  // or more down, starts its slow start.
+  void SetReady(Record& r, bool ready, absl::Time now) const;
 
   SlowStartConfig config_;
   bool ever_ready_ = false;  // some backend has been READY
