@@ -1,5 +1,5 @@
-// Internal: the poise-dns and poise-srv resolvers (issue 18), which give each
-// address the identity of the DNS name it came from (kIdentityAddressArg).
+// Internal: the poise-dns and poise-srv resolvers, which give each address
+// the identity of the DNS name it came from (kIdentityAddressArg).
 #ifndef POISE_SRC_GRPC_DNS_RESOLVER_H_
 #define POISE_SRC_GRPC_DNS_RESOLVER_H_
 

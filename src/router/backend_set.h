@@ -27,7 +27,7 @@ namespace poise::router {
 // Per-backend-identity state of one channel, shared by the backend set, every
 // picker generation and every call still in flight to it (SharedCounter), so
 // a call that outlives its backend's removal still releases into the right
-// counter. One allocation per backend and channel (80 bytes): a process may
+// counter. One allocation per backend and channel, kept small: a process may
 // hold 100 channels to 1,000 backends.
 class BackendCell final {
  public:
@@ -135,8 +135,8 @@ struct BackendList {
 // counter back. The IdentityTable is kept when an update lists the same
 // identities in the same order (a re-resolution); otherwise it comes from
 // the process-wide store (poise/internal/identity_store.h), which hashes only
-// identities no live table has (0.4-3 us each) and shares the table with
-// every set naming the same sequence.
+// identities no live table has and shares the table with every set naming
+// the same sequence.
 //
 // Not thread-safe: the policy updates it from its work serializer (sets of
 // different channels may update concurrently: the store is thread-safe).

@@ -54,8 +54,8 @@ RoutingState NextRoutingState(RoutingState current, Connectivity reported);
 struct BackendState {
   // Set by each TRANSIENT_FAILURE report, and to UNAVAILABLE "connection
   // lost" when the backend leaves READY for IDLE or CONNECTING. First: the
-  // two flags then share its last word (16 bytes, not 24, per backend and
-  // channel).
+  // two flags then share its last word, which keeps the struct a word
+  // smaller per backend and channel.
   absl::Status last_failure;
   RoutingState routing = RoutingState::kPending;
   // Failed by leaving READY, with no TRANSIENT_FAILURE since: reconnecting.
