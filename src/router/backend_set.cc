@@ -92,7 +92,7 @@ bool SameIdentities(const BackendList& a, const BackendList& b) {
 
 // `next`'s identity table: `previous`'s when it lists the same identities in
 // the same order, else the process-wide store's (none for an empty list).
-// Returns whether it is not the previous table.
+// Returns whether it came from the store.
 bool ShareIdentityTable(const BackendList& previous, BackendList& next) {
   if (previous.table != nullptr && SameIdentities(previous, next)) {
     next.table = previous.table;

@@ -134,9 +134,9 @@ struct BackendList {
 // an identity that returns while its calls are in flight gets the same
 // counter back. The IdentityTable is kept when an update lists the same
 // identities in the same order (a re-resolution); otherwise it comes from
-// the process-wide store (poise/internal/identity_store.h), which hashes only
-// identities no live table has and shares the table with every set naming
-// the same sequence.
+// the process-wide internal::IdentityStore, which hashes only identities no
+// live table has and shares the table with every set naming the same
+// sequence.
 //
 // Not thread-safe: the policy updates it from its work serializer (sets of
 // different channels may update concurrently: the store is thread-safe).
