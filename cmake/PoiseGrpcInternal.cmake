@@ -8,7 +8,7 @@
 #
 # Debian built gRPC without NDEBUG, and NDEBUG changes the layout of gRPC's
 # ref-counted classes, so everything including src/core/... is compiled with
-# -UNDEBUG (src/grpc/internal_guard.h turns a mistake into an #error).
+# -UNDEBUG (src/grpc/require_undebug.h turns a mistake into an #error).
 find_package(gRPC 1.51.1 EXACT CONFIG REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(absl CONFIG REQUIRED)

@@ -17,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include "src/dns/text.h"
+#include "src/dns/cat_and_split.h"
 
 namespace poise::dns {
 namespace {
@@ -282,6 +282,33 @@ int ParseAddresses(const Query& query, IpFamily family,
   return out->empty() ? ARES_ENODATA : ARES_SUCCESS;
 }
 
+// The records of one SRV answer (ARES_SUCCESS), sorted by priority, target,
+// port, weight, with those whose target is "." counted in `dot_targets`
+// instead; or the parse status.
+int ParseSrvRecords(const Query& query, std::vector<SrvRecord>* records,
+                    size_t* dot_targets) {
+  ares_srv_reply* reply = nullptr;
+  const int status = ares_parse_srv_reply(
+      query.answer.data(), static_cast<int>(query.answer.size()), &reply);
+  if (status != ARES_SUCCESS) return status;
+  for (const ares_srv_reply* r = reply; r != nullptr; r = r->next) {
+    // The root name "." expands to "": the service is not available.
+    if (r->host == nullptr || r->host[0] == '\0' ||
+        std::strcmp(r->host, ".") == 0) {
+      ++*dot_targets;
+      continue;
+    }
+    records->push_back(SrvRecord{r->host, r->port, r->priority, r->weight});
+  }
+  ares_free_data(reply);
+  std::sort(records->begin(), records->end(),
+            [](const SrvRecord& a, const SrvRecord& b) {
+              return std::tie(a.priority, a.target, a.port, a.weight) <
+                     std::tie(b.priority, b.target, b.port, b.weight);
+            });
+  return ARES_SUCCESS;
+}
+
 std::string Describe(int status, size_t count,
                      std::chrono::milliseconds timeout) {
   if (status == ARES_SUCCESS) {
@@ -300,6 +327,23 @@ std::string Describe(int status, size_t count,
   }
 }
 
+// One family's query of LookupAddresses, done or cut off: its outcome, its
+// addresses (sorted, without duplicates) appended to `addresses`, and its
+// part of the message.
+std::string FinishFamily(const Query& query, IpFamily family,
+                         std::chrono::milliseconds timeout, Outcome* outcome,
+                         std::vector<Address>* addresses) {
+  int status = query.done ? query.status : ARES_ECANCELLED;
+  std::vector<Address> found;
+  if (status == ARES_SUCCESS) status = ParseAddresses(query, family, &found);
+  std::sort(found.begin(), found.end(),
+            [](const Address& a, const Address& b) { return a.ip < b.ip; });
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  *outcome = Classify(status);
+  addresses->insert(addresses->end(), found.begin(), found.end());
+  return Cat(FamilyName(family), ": ", Describe(status, found.size(), timeout));
+}
+
 int Severity(Outcome outcome) {
   switch (outcome) {
     case Outcome::kFound:
@@ -312,6 +356,24 @@ int Severity(Outcome outcome) {
       return 3;
   }
   return 3;
+}
+
+// LookupAddresses' outcome from its families' (kFound if either found an
+// address, else the worse of those asked for) and its message from their
+// parts.
+void Summarize(bool want4, bool want6, const std::string& prefix,
+               const std::vector<std::string>& parts, AddressResult* result) {
+  if (!result->addresses.empty()) {
+    result->outcome = Outcome::kFound;
+  } else {
+    const Outcome a = want4 ? result->ipv4 : Outcome::kNoRecords;
+    const Outcome b = want6 ? result->ipv6 : Outcome::kNoRecords;
+    result->outcome = Severity(a) >= Severity(b) ? a : b;
+  }
+  result->message = prefix;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Append(&result->message, i == 0 ? "" : "; ", parts[i]);
+  }
 }
 
 }  // namespace
@@ -360,27 +422,7 @@ SrvResult LookupSrv(std::string_view name, const LookupOptions& options) {
   int status = query.done ? query.status : ARES_ECANCELLED;
   size_t dot_targets = 0;
   if (status == ARES_SUCCESS) {
-    ares_srv_reply* reply = nullptr;
-    status = ares_parse_srv_reply(
-        query.answer.data(), static_cast<int>(query.answer.size()), &reply);
-    if (status == ARES_SUCCESS) {
-      for (const ares_srv_reply* r = reply; r != nullptr; r = r->next) {
-        // The root name "." expands to "": the service is not available.
-        if (r->host == nullptr || r->host[0] == '\0' ||
-            std::strcmp(r->host, ".") == 0) {
-          ++dot_targets;
-          continue;
-        }
-        result.records.push_back(
-            SrvRecord{r->host, r->port, r->priority, r->weight});
-      }
-      ares_free_data(reply);
-      std::sort(result.records.begin(), result.records.end(),
-                [](const SrvRecord& a, const SrvRecord& b) {
-                  return std::tie(a.priority, a.target, a.port, a.weight) <
-                         std::tie(b.priority, b.target, b.port, b.weight);
-                });
-    }
+    status = ParseSrvRecords(query, &result.records, &dot_targets);
   }
   if (status == ARES_SUCCESS && result.records.empty()) {
     result.outcome = Outcome::kNoRecords;
@@ -438,34 +480,15 @@ AddressResult LookupAddresses(std::string_view name,
   channel.Run(&pending, Clock::now() + options.timeout);
 
   std::vector<std::string> parts;
-  const auto finish = [&](bool wanted, const Query& query, IpFamily family,
-                          Outcome* outcome) {
-    if (!wanted) return;
-    int status = query.done ? query.status : ARES_ECANCELLED;
-    std::vector<Address> found;
-    if (status == ARES_SUCCESS) status = ParseAddresses(query, family, &found);
-    std::sort(found.begin(), found.end(),
-              [](const Address& a, const Address& b) { return a.ip < b.ip; });
-    found.erase(std::unique(found.begin(), found.end()), found.end());
-    *outcome = Classify(status);
-    parts.push_back(Cat(FamilyName(family), ": ",
-                        Describe(status, found.size(), options.timeout)));
-    result.addresses.insert(result.addresses.end(), found.begin(), found.end());
-  };
-  finish(want4, query4, IpFamily::kIpv4, &result.ipv4);
-  finish(want6, query6, IpFamily::kIpv6, &result.ipv6);
-
-  if (!result.addresses.empty()) {
-    result.outcome = Outcome::kFound;
-  } else {
-    const Outcome a = want4 ? result.ipv4 : Outcome::kNoRecords;
-    const Outcome b = want6 ? result.ipv6 : Outcome::kNoRecords;
-    result.outcome = Severity(a) >= Severity(b) ? a : b;
+  if (want4) {
+    parts.push_back(FinishFamily(query4, IpFamily::kIpv4, options.timeout,
+                                 &result.ipv4, &result.addresses));
   }
-  result.message = prefix;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    Append(&result.message, i == 0 ? "" : "; ", parts[i]);
+  if (want6) {
+    parts.push_back(FinishFamily(query6, IpFamily::kIpv6, options.timeout,
+                                 &result.ipv6, &result.addresses));
   }
+  Summarize(want4, want6, prefix, parts, &result);
   return result;
 }
 

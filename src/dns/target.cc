@@ -5,12 +5,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "src/dns/text.h"
+#include "src/dns/cat_and_split.h"
 
 namespace poise::dns {
 namespace {
@@ -108,6 +109,33 @@ absl::Status TargetError(Scheme scheme, std::string_view target_text,
       Cat(SchemeName(scheme), " target \"", target_text, "\": ", what));
 }
 
+// One "host:port" of a poise-dns target. Empty on success, else the reason.
+std::string ParseNamedBackend(std::string_view part, NamedBackend* out) {
+  if (part.front() == '[') {
+    return "is an IP address; poise-dns lists DNS host names";
+  }
+  const size_t colon = part.rfind(':');
+  if (colon == std::string_view::npos) return "missing port";
+  if (part.find(':') != colon) return "is not host:port";
+  const std::string_view host = part.substr(0, colon);
+  const std::string_view port_text = part.substr(colon + 1);
+  if (host.empty()) return "empty host";
+  uint16_t port = 0;
+  if (std::string reason = ParsePort(port_text, &port); !reason.empty()) {
+    return reason;
+  }
+  if (IsIpv4Literal(StripTrailingDot(host))) {
+    return "is an IP address; poise-dns lists DNS host names";
+  }
+  if (std::string reason = CheckDnsName(host); !reason.empty()) {
+    return Cat("host \"", host, "\" ", reason);
+  }
+  out->host = AsciiLower(host);
+  out->port = port;
+  out->identity = Cat(StripTrailingDot(out->host), ":", port_text);
+  return "";
+}
+
 absl::Status ParseDnsNames(std::string_view path, std::string_view text,
                            Target* out) {
   if (path.empty()) {
@@ -122,41 +150,12 @@ absl::Status ParseDnsNames(std::string_view path, std::string_view text,
     if (part.empty()) {
       return TargetError(Scheme::kDns, text, Cat(which, " is empty"));
     }
-    const std::string quoted = Cat(which, " \"", part, "\": ");
-    if (part.front() == '[') {
-      return TargetError(
-          Scheme::kDns, text,
-          Cat(quoted, "is an IP address; poise-dns lists DNS host names"));
-    }
-    const size_t colon = part.rfind(':');
-    if (colon == std::string_view::npos) {
-      return TargetError(Scheme::kDns, text, Cat(quoted, "missing port"));
-    }
-    if (part.find(':') != colon) {
-      return TargetError(Scheme::kDns, text, Cat(quoted, "is not host:port"));
-    }
-    const std::string_view host = part.substr(0, colon);
-    const std::string_view port_text = part.substr(colon + 1);
-    if (host.empty()) {
-      return TargetError(Scheme::kDns, text, Cat(quoted, "empty host"));
-    }
-    uint16_t port = 0;
-    if (std::string reason = ParsePort(port_text, &port); !reason.empty()) {
-      return TargetError(Scheme::kDns, text, Cat(quoted, reason));
-    }
-    if (IsIpv4Literal(StripTrailingDot(host))) {
-      return TargetError(
-          Scheme::kDns, text,
-          Cat(quoted, "is an IP address; poise-dns lists DNS host names"));
-    }
-    if (std::string reason = CheckDnsName(host); !reason.empty()) {
-      return TargetError(Scheme::kDns, text,
-                         Cat(quoted, "host \"", host, "\" ", reason));
-    }
     NamedBackend backend;
-    backend.host = AsciiLower(host);
-    backend.port = port;
-    backend.identity = Cat(StripTrailingDot(backend.host), ":", port_text);
+    if (std::string reason = ParseNamedBackend(part, &backend);
+        !reason.empty()) {
+      return TargetError(Scheme::kDns, text,
+                         Cat(which, " \"", part, "\": ", reason));
+    }
     for (size_t j = 0; j < out->names.size(); ++j) {
       if (out->names[j].identity == backend.identity) {
         return TargetError(
@@ -193,6 +192,62 @@ absl::Status ParseSrvName(std::string_view path, std::string_view text,
   return absl::OkStatus();
 }
 
+absl::Status BadAuthority(std::string_view authority, std::string_view reason) {
+  return absl::InvalidArgumentError(
+      Cat("bad authority \"", authority, "\": ", reason));
+}
+
+// "[ipv6]" or "[ipv6]:port": the server's address, and the port's text when
+// there is one. Empty on success, else the reason.
+std::string ParseBracketedServer(std::string_view authority, DnsServer* server,
+                                 std::optional<std::string_view>* port_text) {
+  const size_t close = authority.find(']');
+  if (close == std::string_view::npos) return "missing ']'";
+  const std::string_view host = authority.substr(1, close - 1);
+  const std::string_view rest = authority.substr(close + 1);
+  if (!rest.empty()) {
+    if (rest.front() != ':') {
+      return Cat("unexpected \"", rest, "\" after ']'");
+    }
+    *port_text = rest.substr(1);
+  }
+  in6_addr addr{};
+  const std::string copy(host);
+  if (inet_pton(AF_INET6, copy.c_str(), &addr) != 1) {
+    return Cat("\"", host, "\" is not an IPv6 address");
+  }
+  char buffer[INET6_ADDRSTRLEN];
+  inet_ntop(AF_INET6, &addr, buffer, sizeof(buffer));
+  server->family = IpFamily::kIpv6;
+  server->ip = buffer;
+  return "";
+}
+
+// "ipv4" or "ipv4:port": the server's address, and the port's text when
+// there is one. Empty on success, else the reason.
+std::string ParsePlainServer(std::string_view authority, DnsServer* server,
+                             std::optional<std::string_view>* port_text) {
+  const size_t colon = authority.find(':');
+  if (colon != std::string_view::npos &&
+      authority.find(':', colon + 1) != std::string_view::npos) {
+    return "an IPv6 address must be in brackets, as in [::1]:53";
+  }
+  const std::string_view host = authority.substr(0, colon);
+  if (colon != std::string_view::npos) *port_text = authority.substr(colon + 1);
+  in_addr addr{};
+  const std::string copy(host);
+  if (host.empty() || inet_pton(AF_INET, copy.c_str(), &addr) != 1) {
+    return Cat("host \"", host,
+               "\" is not an IPv4 address or a bracketed IPv6 "
+               "address (name the DNS server by its address)");
+  }
+  char buffer[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &addr, buffer, sizeof(buffer));
+  server->family = IpFamily::kIpv4;
+  server->ip = buffer;
+  return "";
+}
+
 }  // namespace
 
 std::string_view SchemeName(Scheme scheme) {
@@ -217,65 +272,17 @@ std::string SrvIdentity(std::string_view target, uint16_t port) {
 }
 
 absl::StatusOr<DnsServer> ParseDnsServer(std::string_view authority) {
-  const auto bad = [authority](std::string_view reason) {
-    return absl::InvalidArgumentError(
-        Cat("bad authority \"", authority, "\": ", reason));
-  };
-  if (authority.empty()) return bad("empty");
+  if (authority.empty()) return BadAuthority(authority, "empty");
   DnsServer server;
-  std::string_view host;
-  std::string_view port_text;
-  bool has_port = false;
-  if (authority.front() == '[') {
-    const size_t close = authority.find(']');
-    if (close == std::string_view::npos) return bad("missing ']'");
-    host = authority.substr(1, close - 1);
-    const std::string_view rest = authority.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest.front() != ':') {
-        return bad(Cat("unexpected \"", rest, "\" after ']'"));
-      }
-      port_text = rest.substr(1);
-      has_port = true;
-    }
-    in6_addr addr{};
-    const std::string copy(host);
-    if (inet_pton(AF_INET6, copy.c_str(), &addr) != 1) {
-      return bad(Cat("\"", host, "\" is not an IPv6 address"));
-    }
-    char buffer[INET6_ADDRSTRLEN];
-    inet_ntop(AF_INET6, &addr, buffer, sizeof(buffer));
-    server.family = IpFamily::kIpv6;
-    server.ip = buffer;
-  } else {
-    const size_t colon = authority.find(':');
-    if (colon != std::string_view::npos &&
-        authority.find(':', colon + 1) != std::string_view::npos) {
-      return bad("an IPv6 address must be in brackets, as in [::1]:53");
-    }
-    host = authority.substr(0, colon);
-    if (colon != std::string_view::npos) {
-      port_text = authority.substr(colon + 1);
-      has_port = true;
-    }
-    in_addr addr{};
-    const std::string copy(host);
-    if (host.empty() || inet_pton(AF_INET, copy.c_str(), &addr) != 1) {
-      return bad(Cat("host \"", host,
-                     "\" is not an IPv4 address or a bracketed IPv6 "
-                     "address (name the DNS server by its address)"));
-    }
-    char buffer[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &addr, buffer, sizeof(buffer));
-    server.family = IpFamily::kIpv4;
-    server.ip = buffer;
+  std::optional<std::string_view> port_text;
+  std::string reason =
+      authority.front() == '['
+          ? ParseBracketedServer(authority, &server, &port_text)
+          : ParsePlainServer(authority, &server, &port_text);
+  if (reason.empty() && port_text.has_value()) {
+    reason = ParsePort(*port_text, &server.port);
   }
-  if (has_port) {
-    if (std::string reason = ParsePort(port_text, &server.port);
-        !reason.empty()) {
-      return bad(reason);
-    }
-  }
+  if (!reason.empty()) return BadAuthority(authority, reason);
   return server;
 }
 

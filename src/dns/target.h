@@ -1,6 +1,6 @@
 // Targets of the poise-dns and poise-srv resolvers: parsing, validation and
-// the backend identities they give (issue 18). Pure functions, no gRPC, no
-// I/O: the resolvers call them when a channel is created, and users may call
+// the backend identities they give. Pure functions, no gRPC, no I/O: the
+// resolvers call them when a channel is created, and users may call
 // ValidateTarget() before creating one.
 //
 //   poise-dns:[//[server]/]host:port[,host:port...]

@@ -1,4 +1,4 @@
-// The poise-dns and poise-srv resolvers (issue 18).
+// The poise-dns and poise-srv resolvers.
 //
 // Both are gRPC PollingResolvers: re-resolution when the policy asks, with
 // GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS (30 s by default) between two
@@ -246,49 +246,13 @@ class PoiseResolver final : public grpc_core::PollingResolver {
     Result result;
     result.args = channel_args();
     if (!srv_error.empty()) {
-      if (srv_no_answer && !last_good_.empty()) {
-        POISE_DNS_TRACE(
-            "[poise_dns %p] %s: keeping the last good list (%zu backends): "
-            "%s",
-            this, scheme.c_str(), last_good_.size(), srv_error.c_str());
-        result.addresses = AddressesOf(last_good_);
-        return result;
-      }
-      result.addresses = absl::UnavailableError(
-          absl::StrCat(scheme, " resolution failed: ", srv_error));
-      if (!srv_no_answer) last_good_.clear();
+      result.addresses = SrvFailureLocked(scheme, srv_error, srv_no_answer);
       return result;
     }
     std::vector<NameResult> kept;
     std::vector<std::string> failures;
     for (NameResult& name : names) {
-      if (name.outcome == dns::Outcome::kFound) {
-        POISE_DNS_TRACE("[poise_dns %p] %s: %s -> %zu addresses", this,
-                        scheme.c_str(), name.identity.c_str(),
-                        name.addresses.size());
-        kept.push_back(std::move(name));
-        continue;
-      }
-      const auto previous = std::find_if(
-          last_good_.begin(), last_good_.end(),
-          [&](const NameResult& p) { return p.identity == name.identity; });
-      if (name.outcome != dns::Outcome::kNoRecords &&
-          previous != last_good_.end()) {
-        POISE_DNS_TRACE(
-            "[poise_dns %p] %s: %s: %s; keeping its last good addresses: %s",
-            this, scheme.c_str(), name.identity.c_str(),
-            std::string(dns::OutcomeName(name.outcome)).c_str(),
-            name.message.c_str());
-        kept.push_back(*previous);
-        continue;
-      }
-      POISE_DNS_TRACE("[poise_dns %p] %s: %s: %s; dropped: %s", this,
-                      scheme.c_str(), name.identity.c_str(),
-                      std::string(dns::OutcomeName(name.outcome)).c_str(),
-                      name.message.c_str());
-      failures.push_back(
-          absl::StrCat(name.identity, " (",
-                       std::string(dns::OutcomeName(name.outcome)), ")"));
+      MergeNameLocked(scheme, name, &kept, &failures);
     }
     if (kept.empty()) {
       const std::string what =
@@ -304,6 +268,59 @@ class PoiseResolver final : public grpc_core::PollingResolver {
     last_good_ = std::move(kept);
     result.addresses = AddressesOf(last_good_);
     return result;
+  }
+
+  // The SRV name did not resolve: without an answer the last good list is
+  // kept, if there is one; otherwise the resolution fails (and without
+  // records the last good list is forgotten).
+  absl::StatusOr<ServerAddressList> SrvFailureLocked(
+      const std::string& scheme, const std::string& srv_error,
+      bool srv_no_answer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (srv_no_answer && !last_good_.empty()) {
+      POISE_DNS_TRACE(
+          "[poise_dns %p] %s: keeping the last good list (%zu backends): "
+          "%s",
+          this, scheme.c_str(), last_good_.size(), srv_error.c_str());
+      return AddressesOf(last_good_);
+    }
+    if (!srv_no_answer) last_good_.clear();
+    return absl::UnavailableError(
+        absl::StrCat(scheme, " resolution failed: ", srv_error));
+  }
+
+  // One name of this resolution into `kept`: found, with its new addresses;
+  // without an answer, with its last good addresses if it has some. Else it
+  // is dropped and named in `failures`.
+  void MergeNameLocked(const std::string& scheme, NameResult& name,
+                       std::vector<NameResult>* kept,
+                       std::vector<std::string>* failures)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (name.outcome == dns::Outcome::kFound) {
+      POISE_DNS_TRACE("[poise_dns %p] %s: %s -> %zu addresses", this,
+                      scheme.c_str(), name.identity.c_str(),
+                      name.addresses.size());
+      kept->push_back(std::move(name));
+      return;
+    }
+    const auto previous = std::find_if(
+        last_good_.begin(), last_good_.end(),
+        [&](const NameResult& p) { return p.identity == name.identity; });
+    if (name.outcome != dns::Outcome::kNoRecords &&
+        previous != last_good_.end()) {
+      POISE_DNS_TRACE(
+          "[poise_dns %p] %s: %s: %s; keeping its last good addresses: %s",
+          this, scheme.c_str(), name.identity.c_str(),
+          std::string(dns::OutcomeName(name.outcome)).c_str(),
+          name.message.c_str());
+      kept->push_back(*previous);
+      return;
+    }
+    POISE_DNS_TRACE("[poise_dns %p] %s: %s: %s; dropped: %s", this,
+                    scheme.c_str(), name.identity.c_str(),
+                    std::string(dns::OutcomeName(name.outcome)).c_str(),
+                    name.message.c_str());
+    failures->push_back(absl::StrCat(
+        name.identity, " (", std::string(dns::OutcomeName(name.outcome)), ")"));
   }
 
   static ServerAddressList AddressesOf(const std::vector<NameResult>& names) {

@@ -1,9 +1,9 @@
-// Internal: the poise-dns and poise-srv resolvers (issue 18), which give each
-// address the identity of the DNS name it came from (kIdentityAddressArg).
+// Internal: the poise-dns and poise-srv resolvers, which give each address
+// the identity of the DNS name it came from (kIdentityAddressArg).
 #ifndef POISE_SRC_GRPC_DNS_RESOLVER_H_
 #define POISE_SRC_GRPC_DNS_RESOLVER_H_
 
-#include "src/grpc/internal_guard.h"
+#include "src/grpc/require_undebug.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
 // clang-format on

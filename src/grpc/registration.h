@@ -2,7 +2,7 @@
 #ifndef POISE_SRC_GRPC_REGISTRATION_H_
 #define POISE_SRC_GRPC_REGISTRATION_H_
 
-#include "src/grpc/internal_guard.h"
+#include "src/grpc/require_undebug.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
 // clang-format on

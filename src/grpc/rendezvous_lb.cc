@@ -3,8 +3,8 @@
 // file turns ServerAddresses into router entries, keeps a subchannel per
 // listed address, maps connectivity, publishes pickers that turn the router's
 // PickOutcome into a PickResult (rendezvous_picker.h), sets slow start's step
-// timer (ramp_timer.h), and traces (GRPC_TRACE=poise_rendezvous).
-#include "src/grpc/internal_guard.h"
+// timer (slow_start_timer.h), and traces (GRPC_TRACE=poise_rendezvous).
+#include "src/grpc/require_undebug.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
 // clang-format on
@@ -36,12 +36,12 @@
 #include "src/core/lib/resolver/server_address.h"
 #include "src/core/lib/transport/connectivity_state.h"
 #include "src/grpc/identity_attribute.h"
-#include "src/grpc/ramp_timer.h"
 #include "src/grpc/registration.h"
 #include "src/grpc/rendezvous_config.h"
 #include "src/grpc/rendezvous_picker.h"
 #include "src/grpc/rendezvous_trace.h"
 #include "src/grpc/slow_start_clock.h"
+#include "src/grpc/slow_start_timer.h"
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
 #include "src/router/connectivity.h"
@@ -118,6 +118,28 @@ router::ResolverEntry EntryOf(const ServerAddress& address, std::string text) {
   return entry;
 }
 
+// The router's entries for the resolved addresses (those gRPC can print),
+// each with the address it came from.
+struct ResolvedEntries {
+  std::vector<router::ResolverEntry> entries;
+  std::vector<const ServerAddress*> sources;  // entries[i]'s source
+};
+
+ResolvedEntries EntriesOf(
+    const absl::StatusOr<grpc_core::ServerAddressList>& addresses) {
+  ResolvedEntries resolved;
+  if (!addresses.ok()) return resolved;
+  resolved.entries.reserve(addresses->size());
+  resolved.sources.reserve(addresses->size());
+  for (const ServerAddress& address : *addresses) {
+    auto text = grpc_sockaddr_to_string(&address.address(), false);
+    if (!text.ok()) continue;
+    resolved.entries.push_back(EntryOf(address, std::move(*text)));
+    resolved.sources.push_back(&address);
+  }
+  return resolved;
+}
+
 // ---------------------------------------------------------------------------
 // Policy
 
@@ -132,10 +154,11 @@ class RendezvousLb final : public LoadBalancingPolicy {
   void ResetBackoffLocked() override;
 
  private:
-  // One listed address's connection.
-  class Backend final : public grpc_core::RefCounted<Backend> {
+  // One listed backend's subchannel and its connectivity watcher.
+  class BackendSubchannel final
+      : public grpc_core::RefCounted<BackendSubchannel> {
    public:
-    explicit Backend(RefCountedPtr<SubchannelInterface> subchannel)
+    explicit BackendSubchannel(RefCountedPtr<SubchannelInterface> subchannel)
         : subchannel_(std::move(subchannel)) {}
 
     const RefCountedPtr<SubchannelInterface>& subchannel() const {
@@ -157,13 +180,25 @@ class RendezvousLb final : public LoadBalancingPolicy {
   ~RendezvousLb() override;
   void ShutdownLocked() override;
 
-  void OnBackendStateLocked(Backend* backend, grpc_connectivity_state state,
+  // UpdateLocked's steps: the config's slowStart turns slow start on, off or
+  // changes it;
+  void ApplySlowStartConfigLocked();
+  // `resolved` listed in set_, keeping the subchannels (and states) of the
+  // addresses already listed unless `args_changed`, creating the others and
+  // shutting down those no longer listed;
+  router::BackendSet::UpdateReport UpdateBackendsLocked(
+      const ResolvedEntries& resolved, bool args_changed);
+  // what the update did, traced.
+  void TraceUpdateLocked(const router::BackendSet::UpdateReport& report) const;
+
+  void OnBackendStateLocked(BackendSubchannel* backend,
+                            grpc_connectivity_state state,
                             const absl::Status& status);
   // Publishes the channel's state and its picker.
   void UpdatePickerLocked();
 
   // Slow start: the effective weights now (empty when it is off), with the
-  // ramp timer set for the next step and ramp changes traced.
+  // step timer set for the next step and step changes traced.
   std::vector<uint32_t> EffectiveWeightsLocked();
 
   const bool bounded_;
@@ -174,21 +209,22 @@ class RendezvousLb final : public LoadBalancingPolicy {
   ChannelArgs args_;
   router::BackendSet set_;
   // Both by backend index in set_.backends().
-  std::vector<RefCountedPtr<Backend>> backends_;
+  std::vector<RefCountedPtr<BackendSubchannel>> backends_;
   std::vector<router::BackendState> states_;
   std::string resolution_note_;
   absl::Status address_error_;
   bool shutdown_ = false;
   // Slow start (src/router/slow_start.h); empty when the config has none.
   std::optional<router::SlowStart> slow_start_;
-  // The next step's timer and the ramps' traces; idle when slow start is.
-  RampTimer ramp_timer_;
+  // The next step's timer and the steps' traces; idle when slow start is.
+  SlowStartTimer slow_start_timer_;
 };
 
-class RendezvousLb::Backend::Watcher final
+class RendezvousLb::BackendSubchannel::Watcher final
     : public SubchannelInterface::ConnectivityStateWatcherInterface {
  public:
-  Watcher(RefCountedPtr<RendezvousLb> policy, RefCountedPtr<Backend> backend)
+  Watcher(RefCountedPtr<RendezvousLb> policy,
+          RefCountedPtr<BackendSubchannel> backend)
       : policy_(std::move(policy)), backend_(std::move(backend)) {}
 
   // gRPC 1.51 delivers these in the policy's work serializer.
@@ -202,10 +238,10 @@ class RendezvousLb::Backend::Watcher final
 
  private:
   RefCountedPtr<RendezvousLb> policy_;
-  RefCountedPtr<Backend> backend_;
+  RefCountedPtr<BackendSubchannel> backend_;
 };
 
-void RendezvousLb::Backend::StartWatchingLocked(
+void RendezvousLb::BackendSubchannel::StartWatchingLocked(
     RefCountedPtr<RendezvousLb> policy) {
   auto watcher = std::make_unique<Watcher>(std::move(policy), Ref());
   watcher_ = watcher.get();
@@ -214,7 +250,7 @@ void RendezvousLb::Backend::StartWatchingLocked(
   subchannel_->RequestConnection();
 }
 
-void RendezvousLb::Backend::ShutdownLocked() {
+void RendezvousLb::BackendSubchannel::ShutdownLocked() {
   if (watcher_ != nullptr) {
     subchannel_->CancelConnectivityStateWatch(watcher_);
     watcher_ = nullptr;
@@ -224,7 +260,7 @@ void RendezvousLb::Backend::ShutdownLocked() {
 RendezvousLb::RendezvousLb(Args args, bool bounded)
     : LoadBalancingPolicy(std::move(args)),
       bounded_(bounded),
-      ramp_timer_(this, work_serializer(), [this]() {
+      slow_start_timer_(this, work_serializer(), [this]() {
         if (!shutdown_) UpdatePickerLocked();
       }) {
   std::string label(channel_args().GetString(kStatsLabelArg).value_or(""));
@@ -243,7 +279,7 @@ RendezvousLb::~RendezvousLb() { POISE_TRACE("[poise %p] destroyed", this); }
 void RendezvousLb::ShutdownLocked() {
   POISE_TRACE("[poise %p] shutting down", this);
   shutdown_ = true;
-  ramp_timer_.CancelRampTimerLocked();
+  slow_start_timer_.CancelStepTimerLocked();
   slow_start_.reset();
   for (auto& backend : backends_) backend->ShutdownLocked();
   backends_.clear();
@@ -261,18 +297,7 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   config_ = RefCountedPtr<RendezvousLbConfig>(
       static_cast<RendezvousLbConfig*>(args.config.release()));
   resolution_note_ = std::move(args.resolution_note);
-  const std::optional<router::SlowStartConfig>& slow =
-      config_->config()->slow_start;
-  if (!slow.has_value()) {
-    ramp_timer_.CancelRampTimerLocked();
-    slow_start_.reset();
-  } else if (!slow_start_.has_value()) {
-    // Turned on now: what is listed before the next READY counts as the
-    // start (it was serving, or about to, without a ramp).
-    slow_start_.emplace(*slow);
-  } else {
-    slow_start_->set_config(*slow);
-  }
+  ApplySlowStartConfigLocked();
   if (!args.addresses.ok()) {
     POISE_TRACE("[poise %p] address error: %s", this,
                 args.addresses.status().ToString().c_str());
@@ -288,19 +313,35 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   // Subchannels carry the channel args; new args need new subchannels.
   const bool args_changed = !(args.args == args_);
   args_ = args.args;
-  std::vector<router::ResolverEntry> entries;
-  std::vector<const ServerAddress*> addresses;  // entries[i]'s source
-  if (args.addresses.ok()) {
-    entries.reserve(args.addresses->size());
-    addresses.reserve(args.addresses->size());
-    for (const ServerAddress& address : *args.addresses) {
-      auto text = grpc_sockaddr_to_string(&address.address(), false);
-      if (!text.ok()) continue;
-      entries.push_back(EntryOf(address, std::move(*text)));
-      addresses.push_back(&address);
-    }
+  const router::BackendSet::UpdateReport report =
+      UpdateBackendsLocked(EntriesOf(args.addresses), args_changed);
+  stats_->SetBackends(set_.list());
+  TraceUpdateLocked(report);
+  UpdatePickerLocked();
+  if (set_.empty()) {
+    return router::AggregateState({}, address_error_, resolution_note_).status;
   }
-  std::vector<RefCountedPtr<Backend>> previous = std::move(backends_);
+  return absl::OkStatus();
+}
+
+void RendezvousLb::ApplySlowStartConfigLocked() {
+  const std::optional<router::SlowStartConfig>& slow =
+      config_->config()->slow_start;
+  if (!slow.has_value()) {
+    slow_start_timer_.CancelStepTimerLocked();
+    slow_start_.reset();
+  } else if (!slow_start_.has_value()) {
+    // Turned on now: what is listed before the next READY counts as the
+    // start (it was serving, or about to, without slow start).
+    slow_start_.emplace(*slow);
+  } else {
+    slow_start_->set_config(*slow);
+  }
+}
+
+router::BackendSet::UpdateReport RendezvousLb::UpdateBackendsLocked(
+    const ResolvedEntries& resolved, bool args_changed) {
+  std::vector<RefCountedPtr<BackendSubchannel>> previous = std::move(backends_);
   std::vector<router::BackendState> previous_states = std::move(states_);
   backends_.clear();
   states_.clear();
@@ -311,10 +352,10 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
       states_.push_back(std::move(previous_states[*admission.previous]));
     } else {
       auto subchannel = channel_control_helper()->CreateSubchannel(
-          *addresses[admission.entry], args_);
+          *resolved.sources[admission.entry], args_);
       if (subchannel == nullptr) return false;
       backends_.push_back(
-          grpc_core::MakeRefCounted<Backend>(std::move(subchannel)));
+          grpc_core::MakeRefCounted<BackendSubchannel>(std::move(subchannel)));
       states_.emplace_back();
       backends_.back()->StartWatchingLocked(
           RefCountedPtr<RendezvousLb>(static_cast<RendezvousLb*>(
@@ -323,14 +364,18 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
     backends_.back()->index = backends_.size() - 1;
     return true;
   };
-  set_.SetLoadScope(router::ScopeFor(config_->config()->load_scope, scope_name_,
-                                     set_.load_scope()));
+  set_.SetLoadScope(router::LoadScopeForChannel(
+      config_->config()->load_scope, scope_name_, set_.load_scope()));
   const router::BackendSet::UpdateReport report =
-      set_.Update(entries, *config_->config(), admit);
+      set_.Update(resolved.entries, *config_->config(), admit);
   for (auto& gone : previous) {
     if (gone != nullptr) gone->ShutdownLocked();
   }
-  stats_->SetBackends(set_.list());
+  return report;
+}
+
+void RendezvousLb::TraceUpdateLocked(
+    const router::BackendSet::UpdateReport& report) const {
   POISE_TRACE(
       "[poise %p] update: %zu backends (left out: %zu duplicate addresses, "
       "%zu duplicate identities, %zu without a subchannel)",
@@ -340,14 +385,9 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
     POISE_TRACE("[poise %p] identity table: %zu backends, %zu bytes", this,
                 set_.table()->size(), set_.table()->memory_bytes());
   }
-  UpdatePickerLocked();
-  if (set_.empty()) {
-    return router::AggregateState({}, address_error_, resolution_note_).status;
-  }
-  return absl::OkStatus();
 }
 
-void RendezvousLb::OnBackendStateLocked(Backend* backend,
+void RendezvousLb::OnBackendStateLocked(BackendSubchannel* backend,
                                         grpc_connectivity_state state,
                                         const absl::Status& status) {
   if (shutdown_ || backend->removed()) return;  // a stale notification
@@ -394,10 +434,10 @@ void RendezvousLb::UpdatePickerLocked() {
 std::vector<uint32_t> RendezvousLb::EffectiveWeightsLocked() {
   if (!slow_start_.has_value()) return {};
   router::SlowStart::Weights w =
-      slow_start_->Observe(*set_.list(), states_, internal::RampNow());
+      slow_start_->Observe(*set_.list(), states_, internal::SlowStartNow());
   stats_->SetEffectiveWeights(w.effective, w.scale);
-  ramp_timer_.ObserveLocked(w, set_.backends(),
-                            Ref(DEBUG_LOCATION, "RampTimer"));
+  slow_start_timer_.ObserveLocked(w, set_.backends(),
+                                  Ref(DEBUG_LOCATION, "SlowStartTimer"));
   return std::move(w.effective);
 }
 

@@ -1,5 +1,5 @@
 // The clock and timer count of the policies' slow start, replaceable by
-// tests (test/grpc) so a ramp can be driven without waiting for it.
+// tests (test/grpc) so a slow start can be driven without waiting for it.
 #ifndef POISE_SRC_GRPC_SLOW_START_CLOCK_H_
 #define POISE_SRC_GRPC_SLOW_START_CLOCK_H_
 
@@ -7,15 +7,16 @@
 
 namespace poise::grpc_lb::internal {
 
-using RampClock = absl::Time (*)();
+using SlowStartClock = absl::Time (*)();
 
-// Replaces absl::Now() as the ramps' clock (nullptr: absl::Now() again).
+// Replaces absl::Now() as slow start's clock (nullptr: absl::Now() again).
 // Timers still run on gRPC's event engine, for the delay this clock gives.
-void SetRampClockForTesting(RampClock clock);
-absl::Time RampNow();
+void SetSlowStartClockForTesting(SlowStartClock clock);
+absl::Time SlowStartNow();
 
-// Ramp timers scheduled on the event engine and neither run nor cancelled.
-int PendingRampTimersForTesting();
+// Slow-start step timers scheduled on the event engine and neither run nor
+// cancelled.
+int PendingSlowStartTimersForTesting();
 
 }  // namespace poise::grpc_lb::internal
 

@@ -1,6 +1,7 @@
 #include "src/router/backend_set.h"
 
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -17,6 +18,94 @@ std::shared_ptr<const BackendList> EmptyList(std::shared_ptr<LoadScope> scope) {
   return list;
 }
 
+// The config's endpoints[] entries by address (validated: unique), as views
+// into `config`.
+absl::flat_hash_map<std::string_view, const EndpointConfig*> EndpointsByAddress(
+    const Config& config) {
+  absl::flat_hash_map<std::string_view, const EndpointConfig*> endpoints;
+  endpoints.reserve(config.endpoints.size());
+  for (const EndpointConfig& e : config.endpoints) {
+    endpoints.emplace(e.address, &e);
+  }
+  return endpoints;
+}
+
+// B2: the endpoints[] entry's identity, else the entry's identity attribute
+// (when not empty), else the address text.
+std::string_view IdentityOf(const ResolverEntry& entry,
+                            const EndpointConfig* endpoint) {
+  if (endpoint != nullptr && endpoint->identity.has_value()) {
+    return *endpoint->identity;
+  }
+  if (entry.identity.has_value() && !entry.identity->empty()) {
+    return *entry.identity;
+  }
+  return entry.address;
+}
+
+// B4: the endpoints[] entry's weight, else the entry's weight attribute (when
+// above 0), else defaultWeight.
+uint32_t WeightOf(const ResolverEntry& entry, const EndpointConfig* endpoint,
+                  uint32_t default_weight) {
+  if (endpoint != nullptr && endpoint->weight.has_value()) {
+    return *endpoint->weight;
+  }
+  if (entry.weight.has_value() && *entry.weight > 0) return *entry.weight;
+  return default_weight;
+}
+
+// Where the previous list's backends are: by address, and by identity when
+// their cells carry over (within one scope).
+struct PreviousPositions {
+  PreviousPositions(const BackendList& previous, bool same_scope) {
+    by_address.reserve(previous.backends.size());
+    if (same_scope) by_identity.reserve(previous.backends.size());
+    for (size_t i = 0; i < previous.backends.size(); ++i) {
+      const ListedBackend& b = previous.backends[i];
+      by_address.emplace(b.address, i);
+      if (same_scope) by_identity.emplace(b.identity, i);
+    }
+  }
+  std::optional<size_t> OfAddress(std::string_view address) const {
+    const auto it = by_address.find(address);
+    if (it == by_address.end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<size_t> OfIdentity(std::string_view identity) const {
+    const auto it = by_identity.find(identity);
+    if (it == by_identity.end()) return std::nullopt;
+    return it->second;
+  }
+
+  absl::flat_hash_map<std::string_view, size_t> by_address;
+  absl::flat_hash_map<std::string_view, size_t> by_identity;
+};
+
+// Whether `a` and `b` list the same identities in the same order.
+bool SameIdentities(const BackendList& a, const BackendList& b) {
+  if (a.backends.size() != b.backends.size()) return false;
+  for (size_t i = 0; i < a.backends.size(); ++i) {
+    if (a.backends[i].identity != b.backends[i].identity) return false;
+  }
+  return true;
+}
+
+// `next`'s identity table: `previous`'s when it lists the same identities in
+// the same order, else the process-wide store's (none for an empty list).
+// Returns whether it came from the store.
+bool ShareIdentityTable(const BackendList& previous, BackendList& next) {
+  if (previous.table != nullptr && SameIdentities(previous, next)) {
+    next.table = previous.table;
+    return false;
+  }
+  if (next.backends.empty()) return false;
+  std::vector<std::string_view> ids;
+  ids.reserve(next.backends.size());
+  for (const ListedBackend& b : next.backends) ids.emplace_back(b.identity);
+  next.table = internal::IdentityStore::Global().Share(ids);
+  return true;
+}
+
 }  // namespace
 
 BackendSet::BackendSet()
@@ -27,8 +116,8 @@ void BackendSet::SetLoadScope(std::shared_ptr<LoadScope> scope) {
 }
 
 void BackendSet::Clear() {
-  for (const Backend& b : list_->backends) {
-    list_->scope->Park(b.identity, SharedCounter(b.cell));
+  for (const ListedBackend& b : list_->backends) {
+    list_->scope->KeepFindableWhileInFlight(b.identity, SharedCounter(b.cell));
   }
   list_ = EmptyList(scope_);
 }
@@ -42,36 +131,36 @@ BackendSet::UpdateReport BackendSet::Update(
     const std::vector<ResolverEntry>& entries, const Config& config,
     Admit admit) {
   UpdateReport report;
-  // Every lookup below is by string_view into `entries`, `config` or the
-  // previous list, all alive until the end.
-  absl::flat_hash_map<std::string_view, const EndpointConfig*> endpoints;
-  endpoints.reserve(config.endpoints.size());
-  for (const EndpointConfig& e : config.endpoints) {
-    endpoints.emplace(e.address, &e);  // validated: unique
-  }
-  std::shared_ptr<const BackendList> previous = list_;
-  absl::flat_hash_map<std::string_view, size_t> previous_index;
+  const std::shared_ptr<const BackendList> previous = list_;
   // Cells carry over by identity, within one scope.
-  absl::flat_hash_map<std::string_view, size_t> previous_cells;
   const bool same_scope = previous->scope == scope_;
-  previous_index.reserve(previous->backends.size());
-  if (same_scope) previous_cells.reserve(previous->backends.size());
-  for (size_t i = 0; i < previous->backends.size(); ++i) {
-    const Backend& b = previous->backends[i];
-    previous_index.emplace(b.address, i);
-    if (same_scope) previous_cells.emplace(b.identity, i);
-  }
-
   auto next = std::make_shared<BackendList>();
   next->scope = scope_;
-  next->backends.reserve(entries.size());
+  const absl::flat_hash_set<std::string_view> listed =
+      ListEntries(entries, config, admit, *previous, same_scope, *next, report);
+  report.table_rebuilt = ShareIdentityTable(*previous, *next);
+  if (same_scope) KeepLeavingCountersFindable(*previous, listed);
+  BorrowFromList(*next);
+  list_ = std::move(next);
+  return report;
+}
+
+absl::flat_hash_set<std::string_view> BackendSet::ListEntries(
+    const std::vector<ResolverEntry>& entries, const Config& config,
+    Admit admit, const BackendList& previous, bool same_scope,
+    BackendList& next, UpdateReport& report) {
+  // Every lookup below is by string_view into `entries`, `config` or the
+  // previous list, all alive until the update ends.
+  const auto endpoints = EndpointsByAddress(config);
+  const PreviousPositions positions(previous, same_scope);
+  next.backends.reserve(entries.size());
   absl::flat_hash_set<std::string_view> addresses;
   absl::flat_hash_set<std::string_view> identities;
   addresses.reserve(entries.size());
   identities.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     const ResolverEntry& entry = entries[i];
-    // 1. The first occurrence of an address wins.
+    // B1. The first occurrence of an address wins.
     if (addresses.contains(entry.address)) {
       ++report.duplicate_addresses;
       continue;
@@ -79,69 +168,38 @@ BackendSet::UpdateReport BackendSet::Update(
     const auto endpoint_it = endpoints.find(entry.address);
     const EndpointConfig* endpoint =
         endpoint_it != endpoints.end() ? endpoint_it->second : nullptr;
-    // 2. Identity.
-    std::string_view identity = entry.address;
-    if (endpoint != nullptr && endpoint->identity.has_value()) {
-      identity = *endpoint->identity;
-    } else if (entry.identity.has_value() && !entry.identity->empty()) {
-      identity = *entry.identity;
-    }
-    // 3. One backend per identity.
+    const std::string_view identity = IdentityOf(entry, endpoint);  // B2
+    // B3. One backend per identity.
     if (identities.contains(identity)) {
       ++report.duplicate_identities;
       continue;
     }
-    // 4. Weight.
-    uint32_t weight = config.default_weight;
-    if (endpoint != nullptr && endpoint->weight.has_value()) {
-      weight = *endpoint->weight;
-    } else if (entry.weight.has_value() && *entry.weight > 0) {
-      weight = *entry.weight;
-    }
-    Admission admission{i, std::nullopt};
-    const auto was = previous_index.find(entry.address);
-    if (was != previous_index.end()) admission.previous = was->second;
-    if (!admit(admission)) {
+    const uint32_t weight =
+        WeightOf(entry, endpoint, config.default_weight);  // B4
+    if (!admit(Admission{i, positions.OfAddress(entry.address)})) {
       ++report.refused;
       continue;
     }
     addresses.insert(entry.address);
     identities.insert(identity);
-    const auto kept = previous_cells.find(identity);
+    const std::optional<size_t> kept = positions.OfIdentity(identity);
     std::shared_ptr<BackendCell> cell =
-        kept != previous_cells.end() ? previous->backends[kept->second].cell
-                                     : NewCell(identity);
-    // Borrowed from `entries` and `config` until BorrowFromList() below.
-    next->backends.push_back(
-        Backend{entry.address, identity, weight, std::move(cell)});
+        kept.has_value() ? previous.backends[*kept].cell : NewCell(identity);
+    // Borrowed from `entries` and `config` until BorrowFromList().
+    next.backends.push_back(
+        ListedBackend{entry.address, identity, weight, std::move(cell)});
   }
+  return identities;
+}
 
-  // The table: kept when the identities are the previous ones, in order.
-  bool same = previous->table != nullptr &&
-              previous->backends.size() == next->backends.size();
-  for (size_t i = 0; same && i < next->backends.size(); ++i) {
-    same = previous->backends[i].identity == next->backends[i].identity;
-  }
-  if (same) {
-    next->table = previous->table;
-  } else if (!next->backends.empty()) {
-    std::vector<std::string_view> ids;
-    ids.reserve(next->backends.size());
-    for (const Backend& b : next->backends) ids.emplace_back(b.identity);
-    next->table = internal::IdentityStore::Global().Share(ids);
-    report.table_rebuilt = true;
-  }
-  // Identities that leave with calls in flight stay findable by their scope.
-  if (same_scope) {
-    for (const Backend& b : previous->backends) {
-      if (!identities.contains(b.identity)) {
-        scope_->Park(b.identity, SharedCounter(b.cell));
-      }
+void BackendSet::KeepLeavingCountersFindable(
+    const BackendList& previous,
+    const absl::flat_hash_set<std::string_view>& listed) {
+  for (const ListedBackend& b : previous.backends) {
+    if (!listed.contains(b.identity)) {
+      scope_->KeepFindableWhileInFlight(b.identity, SharedCounter(b.cell));
     }
   }
-  BorrowFromList(*next);
-  list_ = std::move(next);
-  return report;
 }
 
 std::shared_ptr<BackendCell> BackendSet::NewCell(std::string_view identity) {
@@ -154,13 +212,13 @@ std::shared_ptr<BackendCell> BackendSet::NewCell(std::string_view identity) {
 
 void BackendSet::BorrowFromList(BackendList& list) {
   size_t bytes = 0;
-  for (const Backend& b : list.backends) {
+  for (const ListedBackend& b : list.backends) {
     if (b.address != b.identity) bytes += b.address.size();
   }
   if (bytes != 0) list.address_bytes = std::make_unique<char[]>(bytes);
   char* at = list.address_bytes.get();
   for (size_t i = 0; i < list.backends.size(); ++i) {
-    Backend& b = list.backends[i];
+    ListedBackend& b = list.backends[i];
     const std::string_view identity = list.table->identity(i);
     if (b.address == b.identity) {
       b.address = identity;

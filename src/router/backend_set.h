@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "poise/identity_table.h"
@@ -26,7 +27,7 @@ namespace poise::router {
 // Per-backend-identity state of one channel, shared by the backend set, every
 // picker generation and every call still in flight to it (SharedCounter), so
 // a call that outlives its backend's removal still releases into the right
-// counter. One allocation per backend and channel (80 bytes): a process may
+// counter. One allocation per backend and channel, kept small: a process may
 // hold 100 channels to 1,000 backends.
 class BackendCell final {
  public:
@@ -81,16 +82,18 @@ struct ResolverEntry {
   std::optional<std::string> identity;  // the per-address identity attribute
 };
 
-// One backend of the list. Its strings are borrowed from the list that holds
-// it (valid while the BackendList lives): the identity from the shared
-// table's row, the address from the same row when it is the identity (the
-// default), else from the list's own buffer.
-struct Backend {
+// One backend as a BackendList lists it: its address, identity, weight and
+// in-flight cell. Its strings are borrowed from the list that holds it (valid
+// while the BackendList lives): the identity from the shared table's row, the
+// address from the same row when it is the identity (the default), else from
+// the list's own buffer.
+struct ListedBackend {
   std::string_view address;
   std::string_view identity;  // the string hashed for it
   uint32_t weight;
   std::shared_ptr<BackendCell> cell;
 };
+using Backend = ListedBackend;  // Transitional: picker.h still says Backend.
 
 // One update's result, immutable: shared by the set, the pickers built from
 // it and the statistics, so none copies identities.
@@ -100,7 +103,7 @@ struct BackendList {
   BackendList(const BackendList&) = delete;
   BackendList& operator=(const BackendList&) = delete;
 
-  std::vector<Backend> backends;  // resolver order
+  std::vector<ListedBackend> backends;  // resolver order
   // The backends' identities hashed ahead, in order; null when empty. From
   // the process-wide internal::IdentityStore: every list of the process
   // naming the same identities in the same order holds the same table, and
@@ -115,14 +118,14 @@ struct BackendList {
 // The current backend list and the cells of the identities it has known.
 //
 // Resolution, per resolver entry, in resolver order:
-//   1. an address already listed is dropped (the first occurrence wins);
-//   2. identity: the endpoints[] entry's identity for the address, else the
-//      entry's identity attribute (when not empty), else the address text;
-//   3. an identity already listed is dropped (one backend per identity, the
-//      first wins: two backends hashed as one would split one owner's keys
-//      between them by list position);
-//   4. weight: the endpoints[] entry's weight for the address, else the
-//      entry's weight attribute (when above 0), else defaultWeight.
+//   B1. an address already listed is dropped (the first occurrence wins);
+//   B2. identity: the endpoints[] entry's identity for the address, else the
+//       entry's identity attribute (when not empty), else the address text;
+//   B3. an identity already listed is dropped (one backend per identity, the
+//       first wins: two backends hashed as one would split one owner's keys
+//       between them by list position);
+//   B4. weight: the endpoints[] entry's weight for the address, else the
+//       entry's weight attribute (when above 0), else defaultWeight.
 // Each step is a hash-map lookup: an update is linear in the entries.
 //
 // A listed identity keeps its cell (its statistics) across updates; one that
@@ -131,9 +134,9 @@ struct BackendList {
 // an identity that returns while its calls are in flight gets the same
 // counter back. The IdentityTable is kept when an update lists the same
 // identities in the same order (a re-resolution); otherwise it comes from
-// the process-wide store (poise/internal/identity_store.h), which hashes only
-// identities no live table has (0.4-3 us each) and shares the table with
-// every set naming the same sequence.
+// the process-wide internal::IdentityStore, which hashes only identities no
+// live table has and shares the table with every set naming the same
+// sequence.
 //
 // Not thread-safe: the policy updates it from its work serializer (sets of
 // different channels may update concurrently: the store is thread-safe).
@@ -152,8 +155,8 @@ class BackendSet final {
 
   // What an update did, for logs.
   struct UpdateReport {
-    size_t duplicate_addresses = 0;   // entries dropped by rule 1
-    size_t duplicate_identities = 0;  // entries dropped by rule 3
+    size_t duplicate_addresses = 0;   // entries dropped by B1
+    size_t duplicate_identities = 0;  // entries dropped by B3
     size_t refused = 0;               // entries admit() refused
     bool table_rebuilt = false;       // false: the previous table was kept
                                       // (true also when the store had it)
@@ -180,7 +183,7 @@ class BackendSet final {
   void Clear();
 
   const std::shared_ptr<const BackendList>& list() const { return list_; }
-  const std::vector<Backend>& backends() const { return list_->backends; }
+  const std::vector<ListedBackend>& backends() const { return list_->backends; }
   const std::shared_ptr<const IdentityTable>& table() const {
     return list_->table;
   }
@@ -188,6 +191,18 @@ class BackendSet final {
   bool empty() const { return list_->backends.empty(); }
 
  private:
+  // B1-B4 over `entries`, in resolver order, into `next` (its strings
+  // borrowed from `entries` and `config`), with the cells of identities
+  // `previous` lists when `same_scope`. Returns the identities listed.
+  absl::flat_hash_set<std::string_view> ListEntries(
+      const std::vector<ResolverEntry>& entries, const Config& config,
+      Admit admit, const BackendList& previous, bool same_scope,
+      BackendList& next, UpdateReport& report);
+  // The identities of `previous` not `listed` leave with their calls in
+  // flight: the scope keeps their counters findable until those end.
+  void KeepLeavingCountersFindable(
+      const BackendList& previous,
+      const absl::flat_hash_set<std::string_view>& listed);
   // A cell for `identity`, new to the list: counting in the scope's shared
   // counter of it if there is one, else in its own.
   std::shared_ptr<BackendCell> NewCell(std::string_view identity);

@@ -130,7 +130,7 @@ void CheckEndpoint(EndpointConfig& endpoint, const std::string& field,
   }
 }
 
-// Rule 6: each address and each identity names one endpoint. One hash map
+// C6: each address and each identity names one endpoint. One hash map
 // each: linear in the number of endpoints.
 void CheckEndpointsUnique(const std::vector<EndpointConfig>& endpoints,
                           std::vector<ConfigError>& errors) {
@@ -191,7 +191,7 @@ std::optional<std::string> NormalizeAddress(std::string_view text) {
 
 std::vector<ConfigError> NormalizeAndValidate(Config& config) {
   std::vector<ConfigError> errors;
-  // 1. hashHeader.
+  // C1. hashHeader.
   if (!IsValidHeaderName(config.hash_header)) {
     errors.push_back(
         {"hashHeader",
@@ -200,23 +200,23 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
     errors.push_back(
         {"hashHeader", "keys starting with \"grpc-\" are reserved by gRPC"});
   }
-  // 2. balanceFactorPercent.
+  // C2. balanceFactorPercent.
   if (config.balance_factor_percent < 100) {
     errors.push_back({"balanceFactorPercent",
                       "must be at least 100 (a smaller factor can leave no "
                       "backend with room)"});
   }
-  // 3. defaultWeight.
+  // C3. defaultWeight.
   if (config.default_weight == 0) {
     errors.push_back({"defaultWeight", "must be at least 1"});
   }
-  // 4. maxInFlightPerBackend.
+  // C4. maxInFlightPerBackend.
   if (config.max_in_flight_per_backend.has_value() &&
       *config.max_in_flight_per_backend == 0) {
     errors.push_back(
         {"maxInFlightPerBackend", "must be at least 1 (omit it for no limit)"});
   }
-  // 5. Each endpoint on its own; addresses are normalised before rule 6
+  // C5. Each endpoint on its own; addresses are normalised before C6
   // compares them. No rule bounds the weights' sum: the core sums eligible
   // weights in 64 bits, which fewer than 2^32 weights of 32 bits cannot
   // overflow.
@@ -224,9 +224,9 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
     CheckEndpoint(config.endpoints[i], absl::StrCat("endpoints[", i, "]"),
                   errors);
   }
-  // 6. Unique addresses and identities.
+  // C6. Unique addresses and identities.
   CheckEndpointsUnique(config.endpoints, errors);
-  // 7. slowStart.
+  // C7. slowStart.
   if (config.slow_start.has_value()) {
     const SlowStartConfig& slow = *config.slow_start;
     if (slow.window <= absl::ZeroDuration()) {

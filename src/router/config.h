@@ -30,7 +30,7 @@ inline constexpr char kMissingKeyRule[] = R"(must be "RANDOM" or "FAIL")";
 
 // Where attempt k + 1 of a call (a configured retry, after k attempts) goes.
 enum class RetryRouting : uint8_t {
-  kNextChoice,  // to the key's (k + 1)-th choice (see picker.h, rule 6)
+  kNextChoice,  // to the key's (k + 1)-th choice (picker.h, P6)
   kSameOwner,   // like the first attempt
 };
 
@@ -61,7 +61,7 @@ struct EndpointConfig {
 };
 
 // slowStart: a backend that becomes READY while the channel already serves
-// traffic ramps from minWeightPercent of its weight to all of it over
+// traffic goes from minWeightPercent of its weight to all of it over
 // `window` (src/router/slow_start.h).
 struct SlowStartConfig {
   static constexpr uint32_t kDefaultMinWeightPercent = 10;
@@ -113,16 +113,16 @@ struct ConfigError {
 // endpoint's address to NormalizeAddress() of it where it has one (so
 // "[0:0::1]:80" and "[::1]:80" are found to be the same address). Empty when
 // the config is valid. The rules:
-//   1. hashHeader: a lower-case metadata key [0-9a-z_.-]+, not "grpc-...";
-//   2. balanceFactorPercent >= 100 (below, the bounds can leave no backend
-//      with room);
-//   3. defaultWeight >= 1;
-//   4. maxInFlightPerBackend >= 1 when given (omitted: no limit);
-//   5. endpoints[i]: an IP literal address with a port, weight >= 1,
-//      identity non-empty;
-//   6. endpoints' addresses unique, and their identities (the address when
-//      none is given) unique;
-//   7. slowStart.window in (0, 1 h]; slowStart.minWeightPercent in 1..100.
+//   C1. hashHeader: a lower-case metadata key [0-9a-z_.-]+, not "grpc-...";
+//   C2. balanceFactorPercent >= 100 (below, the bounds can leave no backend
+//       with room);
+//   C3. defaultWeight >= 1;
+//   C4. maxInFlightPerBackend >= 1 when given (omitted: no limit);
+//   C5. endpoints[i]: an IP literal address with a port, weight >= 1,
+//       identity non-empty;
+//   C6. endpoints' addresses unique, and their identities (the address when
+//       none is given) unique;
+//   C7. slowStart.window in (0, 1 h]; slowStart.minWeightPercent in 1..100.
 // missingKey, retryRouting and loadScope have no rule here: their spellings are
 // checked where they are read (ParseMissingKey, ParseRetryRouting,
 // ParseLoadScope).

@@ -68,7 +68,7 @@ bool BackendState::Apply(Connectivity reported, const absl::Status& status) {
 ChannelState AggregateState(const std::vector<BackendState>& backends,
                             const absl::Status& address_error,
                             std::string_view resolution_note) {
-  // Rule 4 first: it is the only one that applies to an empty list.
+  // S4 first: it is the only rule that applies to an empty list.
   if (backends.empty()) {
     if (!address_error.ok()) {
       return {Connectivity::kTransientFailure, address_error};
@@ -84,7 +84,7 @@ ChannelState AggregateState(const std::vector<BackendState>& backends,
   for (const BackendState& b : backends) {
     switch (b.routing) {
       case RoutingState::kReady:
-        return {Connectivity::kReady, absl::OkStatus()};  // rule 1
+        return {Connectivity::kReady, absl::OkStatus()};  // S1
       case RoutingState::kPending:
         any_pending = true;
         break;
@@ -95,7 +95,7 @@ ChannelState AggregateState(const std::vector<BackendState>& backends,
     }
   }
   if (any_pending) return {Connectivity::kConnecting, absl::OkStatus()};
-  return {Connectivity::kTransientFailure,  // rule 3
+  return {Connectivity::kTransientFailure,  // S3
           absl::UnavailableError(absl::StrCat(
               "poise: connections to all ", backends.size(),
               " backends failing; last error: ", last_failure->ToString()))};

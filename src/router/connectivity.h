@@ -28,19 +28,19 @@ const char* ToString(Connectivity state);
 // A backend's routing state
 //
 // What a backend does with the keys it owns:
-//   1. READY serves them;
-//   2. pending (never READY yet: IDLE or CONNECTING since it was listed)
-//      holds them: their calls wait, because the backend is about to be
-//      READY and they would otherwise land on whichever backend connected
-//      first, and move again a moment later;
-//   3. failed (TRANSIENT_FAILURE, or leaving READY for anything else: a
-//      GOAWAY or a lost connection reports IDLE) passes them to their next
-//      READY choice. A backend that was READY is never pending again: a
-//      draining or crashed server's reconnect may take up to gRPC's 20 s
-//      connect timeout (an address that accepts TCP but never speaks
-//      HTTP/2), and its keys must not wait for it. Failed is sticky until
-//      READY again: a reconnect attempt's CONNECTING or IDLE does not make
-//      its keys wait again.
+//   - READY serves them;
+//   - pending (never READY yet: IDLE or CONNECTING since it was listed)
+//     holds them: their calls wait, because the backend is about to be
+//     READY and they would otherwise land on whichever backend connected
+//     first, and move again a moment later;
+//   - failed (TRANSIENT_FAILURE, or leaving READY for anything else: a
+//     GOAWAY or a lost connection reports IDLE) passes them to their next
+//     READY choice. A backend that was READY is never pending again: a
+//     draining or crashed server's reconnect may take up to gRPC's 20 s
+//     connect timeout (an address that accepts TCP but never speaks
+//     HTTP/2), and its keys must not wait for it. Failed is sticky until
+//     READY again: a reconnect attempt's CONNECTING or IDLE does not make
+//     its keys wait again.
 enum class RoutingState : uint8_t { kPending, kReady, kFailed };
 
 const char* ToString(RoutingState state);
@@ -54,8 +54,8 @@ RoutingState NextRoutingState(RoutingState current, Connectivity reported);
 struct BackendState {
   // Set by each TRANSIENT_FAILURE report, and to UNAVAILABLE "connection
   // lost" when the backend leaves READY for IDLE or CONNECTING. First: the
-  // two flags then share its last word (16 bytes, not 24, per backend and
-  // channel).
+  // two flags then share its last word, which keeps the struct a word
+  // smaller per backend and channel.
   absl::Status last_failure;
   RoutingState routing = RoutingState::kPending;
   // Failed by leaving READY, with no TRANSIENT_FAILURE since: reconnecting.
@@ -74,14 +74,14 @@ struct ChannelState {
 };
 
 // The channel's state, as gRPC's own policies compute it:
-//   1. any backend READY -> READY;
-//   2. else any backend pending, or failed but reconnecting after it lost
-//      its READY connection (no TRANSIENT_FAILURE since) -> CONNECTING:
-//      calls wait;
-//   3. else TRANSIENT_FAILURE with the last failure in list order,
-//      "poise: connections to all N backends failing; last error: ...";
-//   4. no backends at all -> TRANSIENT_FAILURE with `address_error` when
-//      the resolver reported one, else "empty address list: <note>".
+//   S1. any backend READY -> READY;
+//   S2. else any backend pending, or failed but reconnecting after it lost
+//       its READY connection (no TRANSIENT_FAILURE since) -> CONNECTING:
+//       calls wait;
+//   S3. else TRANSIENT_FAILURE with the last failure in list order,
+//       "poise: connections to all N backends failing; last error: ...";
+//   S4. no backends at all -> TRANSIENT_FAILURE with `address_error` when
+//       the resolver reported one, else "empty address list: <note>".
 ChannelState AggregateState(const std::vector<BackendState>& backends,
                             const absl::Status& address_error,
                             std::string_view resolution_note);

@@ -61,10 +61,10 @@ std::shared_ptr<InFlightCounter> LoadScope::SharedCounterFor(
   PruneLocked();
   const std::string key(identity);
   if (!named_) {
-    const auto parked = counters_.find(key);
-    if (parked == counters_.end()) return nullptr;
-    std::shared_ptr<InFlightCounter> counter = parked->second.lock();
-    counters_.erase(parked);  // listed again: its set carries it now
+    const auto kept = counters_.find(key);
+    if (kept == counters_.end()) return nullptr;
+    std::shared_ptr<InFlightCounter> counter = kept->second.lock();
+    counters_.erase(kept);  // listed again: its set carries it now
     return counter;
   }
   std::weak_ptr<InFlightCounter>& slot = counters_[key];
@@ -76,8 +76,9 @@ std::shared_ptr<InFlightCounter> LoadScope::SharedCounterFor(
   return counter;
 }
 
-void LoadScope::Park(std::string_view identity,
-                     const std::shared_ptr<InFlightCounter>& counter) {
+void LoadScope::KeepFindableWhileInFlight(
+    std::string_view identity,
+    const std::shared_ptr<InFlightCounter>& counter) {
   if (named_ || counter == nullptr || counter->Load() == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   PruneLocked();
@@ -111,8 +112,9 @@ size_t LoadScope::findable_counters() const {
   return live;
 }
 
-std::shared_ptr<LoadScope> ScopeFor(LoadScopeKind kind, std::string_view name,
-                                    std::shared_ptr<LoadScope> current) {
+std::shared_ptr<LoadScope> LoadScopeForChannel(
+    LoadScopeKind kind, std::string_view name,
+    std::shared_ptr<LoadScope> current) {
   if (kind == LoadScopeKind::kProcess) {
     if (current != nullptr && current->named() && current->name() == name) {
       return current;

@@ -30,8 +30,8 @@ namespace poise::router {
 // A named scope indexes every live counter (channels find each other's). A
 // scope of its own serves one backend set, which carries its listed
 // identities' counters from list to list itself; it indexes only the
-// counters Park() hands it, so a process with many channels does not keep a
-// second map of every backend per channel.
+// counters KeepFindableWhileInFlight() hands it, so a process with many
+// channels does not keep a second map of every backend per channel.
 //
 // Thread-safe: channels look counters up from their own work serializers; a
 // pick only reads the counters and the total it was handed.
@@ -48,7 +48,7 @@ class LoadScope final : public std::enable_shared_from_this<LoadScope> {
   LoadScope& operator=(const LoadScope&) = delete;
 
   // A named scope: the live counter of `identity`, else a new one. A scope
-  // of its own: the counter parked for `identity` while its calls were in
+  // of its own: the counter kept for `identity` while its calls were in
   // flight, else null (its backend set then counts in a counter of its own,
   // into mutable_total()). Unlimited: limits are the callers'
   // (InFlightCounter::TryAcquireWithin).
@@ -57,8 +57,9 @@ class LoadScope final : public std::enable_shared_from_this<LoadScope> {
   // `identity` left its backend list while `counter` may still count calls:
   // a scope of its own keeps it findable by SharedCounterFor() until they end
   // (a named scope always can).
-  void Park(std::string_view identity,
-            const std::shared_ptr<InFlightCounter>& counter);
+  void KeepFindableWhileInFlight(
+      std::string_view identity,
+      const std::shared_ptr<InFlightCounter>& counter);
 
   // Every call in flight under this scope, over all identities: at most the
   // sum of the counters, below it for a moment while a slot is being taken
@@ -71,7 +72,7 @@ class LoadScope final : public std::enable_shared_from_this<LoadScope> {
   bool named() const { return named_; }
   const std::string& name() const { return name_; }
   // The counters SharedCounterFor() can find now (for tests): every live one of
-  // a named scope, the parked live ones of a scope of its own.
+  // a named scope, the kept live ones of a scope of its own.
   size_t findable_counters() const;
 
  private:
@@ -93,8 +94,9 @@ class LoadScope final : public std::enable_shared_from_this<LoadScope> {
 // The scope a channel whose scope name is `name` (its stats label, else its
 // target) counts in under `kind`: the process's scope of that name, or one of
 // its own - `current` when that already is the right one.
-std::shared_ptr<LoadScope> ScopeFor(LoadScopeKind kind, std::string_view name,
-                                    std::shared_ptr<LoadScope> current);
+std::shared_ptr<LoadScope> LoadScopeForChannel(
+    LoadScopeKind kind, std::string_view name,
+    std::shared_ptr<LoadScope> current);
 
 }  // namespace poise::router
 

@@ -59,41 +59,57 @@ SlowStart::SlowStart(const SlowStartConfig& config) : config_(config) {}
 SlowStart::Weights SlowStart::Observe(const BackendList& list,
                                       const std::vector<BackendState>& states,
                                       absl::Time now) {
-  const absl::Duration window = config_.window;
-  const uint32_t steps = StepsFor(config_.min_weight_percent);
-  const size_t n = list.backends.size();
-  auto is_ready = [&](size_t i) {
-    return i < states.size() && states[i].routing == RoutingState::kReady;
-  };
-  // 1. Every listed identity's record.
+  const absl::flat_hash_set<std::string_view> listed =
+      RecordListed(list, states, now);
+  RecordUnlisted(listed, now);
+  Weights out = ProgressAt(list, now);
+  SetEffectiveWeights(list, out);
+  return out;
+}
+
+absl::flat_hash_set<std::string_view> SlowStart::RecordListed(
+    const BackendList& list, const std::vector<BackendState>& states,
+    absl::Time now) {
   absl::flat_hash_set<std::string_view> listed;
-  listed.reserve(n);
+  listed.reserve(list.backends.size());
   bool any_ready = false;
-  for (size_t i = 0; i < n; ++i) {
-    const Backend& b = list.backends[i];
+  for (size_t i = 0; i < list.backends.size(); ++i) {
+    const ListedBackend& b = list.backends[i];
     listed.insert(b.identity);
-    // The key's own copy: a record outlives the list that borrowed it.
-    auto it = records_.find(AbslView(b.identity));
-    if (it == records_.end()) {
-      it = records_.emplace(std::string(b.identity), Record{}).first;
-      it->second.cold = ever_ready_;  // new after the channel's start
-    }
-    Record& r = it->second;
-    const bool ready = is_ready(i);
+    const bool ready =
+        i < states.size() && states[i].routing == RoutingState::kReady;
     any_ready |= ready;
-    if (ready && !r.ready) {
-      const bool long_outage =
-          r.down_since.has_value() && now - *r.down_since >= window;
-      if (r.cold || long_outage) r.ramp_start = now;
-      r.cold = false;
-      r.down_since.reset();
-    } else if (!ready && r.ready) {
-      r.down_since = now;
-    }
-    r.ready = ready;
+    SetReady(RecordOf(b.identity), ready, now);
   }
   ever_ready_ |= any_ready;
-  // 2. Identities away from the list: down from now; forgotten after window.
+  return listed;
+}
+
+SlowStart::Record& SlowStart::RecordOf(std::string_view identity) {
+  // The key's own copy: a record outlives the list that borrowed it.
+  auto it = records_.find(AbslView(identity));
+  if (it == records_.end()) {
+    it = records_.emplace(std::string(identity), Record{}).first;
+    it->second.cold = ever_ready_;  // new after the channel's start
+  }
+  return it->second;
+}
+
+void SlowStart::SetReady(Record& r, bool ready, absl::Time now) const {
+  if (ready && !r.ready) {
+    const bool long_outage =
+        r.down_since.has_value() && now - *r.down_since >= config_.window;
+    if (r.cold || long_outage) r.started_at = now;
+    r.cold = false;
+    r.down_since.reset();
+  } else if (!ready && r.ready) {
+    r.down_since = now;
+  }
+  r.ready = ready;
+}
+
+void SlowStart::RecordUnlisted(
+    const absl::flat_hash_set<std::string_view>& listed, absl::Time now) {
   for (auto it = records_.begin(); it != records_.end();) {
     Record& r = it->second;
     if (listed.contains(it->first)) {
@@ -104,46 +120,54 @@ SlowStart::Weights SlowStart::Observe(const BackendList& list,
       r.ready = false;
       r.down_since = now;
     }
-    if (!r.down_since.has_value() || now - *r.down_since >= window) {
+    if (!r.down_since.has_value() || now - *r.down_since >= config_.window) {
       records_.erase(it++);
     } else {
       ++it;
     }
   }
-  // 3. The ramps, ended ones dropped.
+}
+
+SlowStart::Weights SlowStart::ProgressAt(const BackendList& list,
+                                         absl::Time now) {
+  const absl::Duration window = config_.window;
+  const uint32_t steps = StepsFor(config_.min_weight_percent);
   Weights out;
-  out.ramps.resize(n);
-  uint64_t max_weight = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const Backend& b = list.backends[i];
-    max_weight = std::max<uint64_t>(max_weight, b.weight);
-    Record& r = records_.find(AbslView(b.identity))->second;
-    if (!r.ramp_start.has_value()) continue;
-    const absl::Duration elapsed = now - *r.ramp_start;
-    const uint32_t step = StepAt(window, elapsed, steps);
+  out.progress.resize(list.backends.size());
+  for (size_t i = 0; i < list.backends.size(); ++i) {
+    Record& r = records_.find(AbslView(list.backends[i].identity))->second;
+    if (!r.started_at.has_value()) continue;
+    const uint32_t step = StepAt(window, now - *r.started_at, steps);
     if (step >= steps) {
-      r.ramp_start.reset();
+      r.started_at.reset();
       continue;
     }
-    out.ramps[i] = Ramp{step, steps};
-    const absl::Time next = *r.ramp_start + StepOffset(window, step + 1, steps);
+    out.progress[i] = Progress{step, steps};
+    const absl::Time next = *r.started_at + StepOffset(window, step + 1, steps);
     if (!out.next_step.has_value() || next < *out.next_step) {
       out.next_step = next;
     }
   }
-  // Ramps of identities away from the list run on too: their end matters
-  // only when they return, and Observe is called then.
-  out.scale = out.ramping() ? ScaleFor(max_weight) : 1;
-  out.effective.resize(n);
-  for (size_t i = 0; i < n; ++i) {
+  return out;
+}
+
+void SlowStart::SetEffectiveWeights(const BackendList& list,
+                                    Weights& out) const {
+  uint64_t max_weight = 0;
+  for (const ListedBackend& b : list.backends) {
+    max_weight = std::max<uint64_t>(max_weight, b.weight);
+  }
+  out.scale = out.in_progress() ? ScaleFor(max_weight) : 1;
+  out.effective.resize(list.backends.size());
+  for (size_t i = 0; i < list.backends.size(); ++i) {
     const uint32_t w = list.backends[i].weight;
+    const std::optional<Progress>& p = out.progress[i];
     out.effective[i] =
-        out.ramps[i].has_value()
-            ? EffectiveWeight(w, out.scale, config_.min_weight_percent,
-                              out.ramps[i]->step, steps)
+        p.has_value()
+            ? EffectiveWeight(w, out.scale, config_.min_weight_percent, p->step,
+                              p->steps)
             : w * out.scale;
   }
-  return out;
 }
 
 }  // namespace poise::router

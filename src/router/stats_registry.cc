@@ -43,7 +43,7 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
   out.scope_peak_in_flight = backends->scope->total().Peak();
   out.backends.reserve(backends->backends.size());
   for (size_t i = 0; i < backends->backends.size(); ++i) {
-    const Backend& b = backends->backends[i];
+    const ListedBackend& b = backends->backends[i];
     grpc_lb::BackendStats s;
     s.identity = b.identity;
     s.address = b.address;

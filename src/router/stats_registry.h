@@ -26,7 +26,7 @@ class PolicyStats final {
   std::atomic<uint64_t> spills{0};
   std::atomic<uint64_t> missing_key{0};
   std::atomic<uint64_t> failed_picks{0};
-  std::atomic<uint64_t> retries{0};  // completed picks of retries (rule 6)
+  std::atomic<uint64_t> retries{0};  // completed picks of retries (P6)
 
   // Publishes `backends` (null: none) as the current list.
   void SetBackends(std::shared_ptr<const BackendList> backends) {

@@ -1,7 +1,7 @@
 // The poise-dns and poise-srv resolvers against a real DNS server (dnsmasq)
-// and real backends on distinct loopback addresses (issue 18). Every scenario
-// compares the serving backend of each key with the core's prediction over
-// the identities (WeightedRendezvous::Pick over "host:port").
+// and real backends on distinct loopback addresses. Every scenario compares
+// the serving backend of each key with the core's prediction over the
+// identities (WeightedRendezvous::Pick over "host:port").
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <netdb.h>

@@ -1,7 +1,7 @@
-// Slow start end to end (issue 20): real backends on 127.0.0.1, one channel
-// on gRPC's fake resolver, client threads under load through a resolver
-// update that adds a fifth backend, which then ramps up over the window.
-#include "src/grpc/internal_guard.h"
+// Slow start end to end: real backends on 127.0.0.1, one channel on gRPC's
+// fake resolver, client threads under load through a resolver update that
+// adds a fifth backend, which then goes through slow start over the window.
+#include "src/grpc/require_undebug.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
 // clang-format on
@@ -192,12 +192,12 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
   const Clock::time_point update = Clock::now();
   resolver.SetFirst(set, kOld + 1);
 
-  // The new backend's effective weight, polled: first ramping (scale > 1
-  // only while some backend ramps), then full at scale 1 (the ramp over).
+  // The new backend's effective weight, polled: first in slow start (scale
+  // > 1 only while some backend is), then full at scale 1 (slow start over).
   const std::string new_identity = set.backend(kNew).address();
-  bool saw_ramp = false;
-  uint64_t first_ramp_weight = 0;
-  Clock::time_point ramp_seen = Clock::time_point::max();
+  bool saw_slow_start = false;
+  uint64_t first_slow_start_weight = 0;
+  Clock::time_point slow_start_seen = Clock::time_point::max();
   ASSERT_TRUE(WaitFor(
       [&] {
         const ChannelStats stats = StatsFor(label);
@@ -205,24 +205,25 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
         if (b == nullptr || b->weight == 0) return false;
         if (b->weight_scale > 1 &&
             b->effective_weight < b->weight * b->weight_scale) {
-          if (!saw_ramp) {
-            first_ramp_weight = b->effective_weight;
-            ramp_seen = Clock::now();
+          if (!saw_slow_start) {
+            first_slow_start_weight = b->effective_weight;
+            slow_start_seen = Clock::now();
           }
-          saw_ramp = true;
+          saw_slow_start = true;
           return false;
         }
-        return saw_ramp && b->weight_scale == 1;
+        return saw_slow_start && b->weight_scale == 1;
       },
       std::chrono::seconds(20), std::chrono::milliseconds(5)))
-      << "the new backend never ramped to its full weight";
-  const Clock::time_point ramp_done = Clock::now();
+      << "the new backend never reached its full weight";
+  const Clock::time_point slow_start_done = Clock::now();
   // At least minWeightPercent of weight 1 at scale 1024 from the start.
-  EXPECT_GE(first_ramp_weight, 102u);
+  EXPECT_GE(first_slow_start_weight, 102u);
   // Keep the load on a bit after: every key called again from the final
   // picker (the policy publishes the stats just before the picker; the
   // margin covers a preempted work serializer).
-  const Clock::time_point settled = ramp_done + std::chrono::milliseconds(200);
+  const Clock::time_point settled =
+      slow_start_done + std::chrono::milliseconds(200);
   ASSERT_TRUE(WaitFor([&] { return load.EveryKeyCalledAfter(settled); }));
   load.Join();
   EXPECT_EQ(load.failures(), 0);
@@ -241,11 +242,11 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
   }
   ASSERT_NE(first_new, Clock::time_point::max());
   EXPECT_GT(first_new, update);
-  // The ramp's start is before both the first call the new backend served
-  // and the first poll that saw it ramping: the earlier of the two starts
-  // the first quarter of the window (so a stall of the client threads or of
-  // the poller alone does not move it later into the ramp).
-  const Clock::time_point quarter_start = std::min(first_new, ramp_seen);
+  // Slow start's start is before both the first call the new backend served
+  // and the first poll that saw it in slow start: the earlier of the two
+  // starts the first quarter of the window (so a stall of the client threads
+  // or of the poller alone does not move it later into slow start).
+  const Clock::time_point quarter_start = std::min(first_new, slow_start_seen);
   const auto first_quarter_end = quarter_start + kWindow / 4;
 
   int moved_keys = 0;
@@ -272,7 +273,7 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
       }
       // (3) From the final picker on, every key at its contract owner.
       if (o.start > settled) {
-        EXPECT_EQ(b, final_owner[k]) << keys[k] << " after the ramp";
+        EXPECT_EQ(b, final_owner[k]) << keys[k] << " after slow start";
         ++after_calls;
         if (b == kNew) ++after_new;
       }
@@ -293,7 +294,7 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
 
   // (4) Gradual: not everything moved at once, and the new backend's share
   // of calls in the first quarter of the window stayed well below its final
-  // share (about 2-7 % against 20 % if nothing stalls).
+  // share.
   EXPECT_GT(old_owner_after_first_new, 0)
       << "every key of the new backend moved at once";
   ASSERT_GT(after_calls, 0u);
@@ -309,13 +310,15 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
   std::printf(
       "slow start e2e: %d calls, %zu keys moved; new backend's share "
       "%.3f in the window's first quarter (%llu calls), %.3f after; first "
-      "ramp weight seen %llu; ramp seen done %.0f ms after the first call on "
+      "slow-start weight seen %llu; slow start seen done %.0f ms after the "
+      "first call on "
       "it (window %lld ms); %d calls of moving keys at the old owner after "
       "it\n",
       load.calls(), moving, quarter_share,
       static_cast<unsigned long long>(quarter_calls), after_share,
-      static_cast<unsigned long long>(first_ramp_weight),
-      std::chrono::duration<double, std::milli>(ramp_done - first_new).count(),
+      static_cast<unsigned long long>(first_slow_start_weight),
+      std::chrono::duration<double, std::milli>(slow_start_done - first_new)
+          .count(),
       static_cast<long long>(kWindow.count()), old_owner_after_first_new);
 
   // (3) Sequentially, on the idle channel: every key at its owner by the

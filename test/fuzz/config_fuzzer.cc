@@ -4,7 +4,7 @@
 // an accepted config satisfies every documented rule; a rejected one says
 // which policy and names a field; the channel's parse (the LB registry, as
 // ValidateServiceConfig uses) agrees with the policy's own.
-#include "src/grpc/internal_guard.h"
+#include "src/grpc/require_undebug.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
 // clang-format on

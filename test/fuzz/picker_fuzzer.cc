@@ -4,7 +4,7 @@
 // pick completes at the core's owner (loads are idle, so no spill); a missing
 // header goes anywhere (missingKey RANDOM); the call tracker returns every
 // counter to zero.
-#include "src/grpc/internal_guard.h"
+#include "src/grpc/require_undebug.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
 // clang-format on

@@ -1,6 +1,6 @@
 // The policies against gRPC 1.51's fake subchannels (lb_policy_test_lib.h):
 // no network, exact connectivity states, exact loads.
-// First: it includes the internal guard, then port_platform.h.
+// First: it includes src/grpc/require_undebug.h, then port_platform.h.
 // clang-format off
 #include "test/support/policy_fixture.h"
 // clang-format on
@@ -307,7 +307,7 @@ TEST_F(RendezvousLbTest, ConnectivityAggregation) {
   MakePolicy("bounded_load_rendezvous");
   ASSERT_TRUE(Update(Config("bounded_load_rendezvous", ""), uris_).ok());
   Drain();
-  EXPECT_EQ(state_, GRPC_CHANNEL_CONNECTING);  // rule 2: all IDLE/CONNECTING
+  EXPECT_EQ(state_, GRPC_CHANNEL_CONNECTING);  // S2: all IDLE/CONNECTING
   // Eager: every backend was asked to connect.
   for (const auto& uri : uris_) {
     EXPECT_TRUE(
@@ -321,13 +321,13 @@ TEST_F(RendezvousLbTest, ConnectivityAggregation) {
   EXPECT_GE(reresolutions_, 1);
   SetState(1, GRPC_CHANNEL_READY);
   Drain();
-  EXPECT_EQ(state_, GRPC_CHANNEL_READY);  // rule 1: any READY
+  EXPECT_EQ(state_, GRPC_CHANNEL_READY);  // S1: any READY
   for (int i : {1, 2, 3}) {
     SetState(i, GRPC_CHANNEL_TRANSIENT_FAILURE,
              absl::UnavailableError(absl::StrCat("refused ", i)));
   }
   Drain();
-  EXPECT_EQ(state_, GRPC_CHANNEL_TRANSIENT_FAILURE);  // rule 3
+  EXPECT_EQ(state_, GRPC_CHANNEL_TRANSIENT_FAILURE);  // S3
   EXPECT_NE(status_.message().find("refused 3"), std::string::npos) << status_;
   // A reconnect attempt does not take the channel out of TRANSIENT_FAILURE.
   SetState(2, GRPC_CHANNEL_CONNECTING);

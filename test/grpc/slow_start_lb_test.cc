@@ -1,7 +1,7 @@
 // Slow start in the policies, over gRPC 1.51's fake subchannels: the config,
-// a ramp driven by a fake clock, the real event-engine timers, and shutdown
-// with a ramp in progress.
-// First: it includes the internal guard, then port_platform.h.
+// a slow start driven by a fake clock, the real event-engine timers, and
+// shutdown with a slow start in progress.
+// First: it includes src/grpc/require_undebug.h, then port_platform.h.
 // clang-format off
 #include "test/support/policy_fixture.h"
 // clang-format on
@@ -82,7 +82,7 @@ class SlowStartLbTest : public test_support::PolicyFixture {
   SlowStartLbTest() : PolicyFixture(541) {}
   void TearDown() override {
     PolicyFixture::TearDown();
-    internal::SetRampClockForTesting(nullptr);
+    internal::SetSlowStartClockForTesting(nullptr);
   }
 
   std::vector<std::string> First(size_t n) const {
@@ -136,15 +136,15 @@ class SlowStartLbTest : public test_support::PolicyFixture {
   std::string config_;
 };
 
-TEST_F(SlowStartLbTest, ARampOnAFakeClockPublishesEachStepsWeights) {
-  internal::SetRampClockForTesting(&FakeNow);
+TEST_F(SlowStartLbTest, AFakeClockSlowStartPublishesEachStepsWeights) {
+  internal::SetSlowStartClockForTesting(&FakeNow);
   ScaleOut(kWeightedRendezvousPolicy, R"({"window":"60s"})");
   std::vector<BackendStats> stats = Backends();
   ASSERT_EQ(stats.size(), 4u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(stats[i].effective_weight, 1024u);
   EXPECT_EQ(stats[3].effective_weight, 102u);  // 10 % of 1 x 1024
   EXPECT_EQ(stats[3].weight_scale, 1024u);
-  EXPECT_EQ(internal::PendingRampTimersForTesting(), 1);
+  EXPECT_EQ(internal::PendingSlowStartTimersForTesting(), 1);
   ExpectRoutingMatchesEffectiveWeights(5000);
   g_now += absl::Seconds(30);  // step 25 of 50
   Refresh();
@@ -163,15 +163,15 @@ TEST_F(SlowStartLbTest, ARampOnAFakeClockPublishesEachStepsWeights) {
     EXPECT_EQ(b.effective_weight, 1u);
     EXPECT_EQ(b.weight_scale, 1u);
   }
-  EXPECT_EQ(internal::PendingRampTimersForTesting(), 0);
+  EXPECT_EQ(internal::PendingSlowStartTimersForTesting(), 0);
   for (int k = 0; k < 2000; ++k) {
     const std::string key = absl::StrCat("key-", k);
     EXPECT_EQ(Pick(key).backend, Owner(key)) << key;
   }
 }
 
-TEST_F(SlowStartLbTest, BackendsAtTheChannelsStartAreNotRamped) {
-  internal::SetRampClockForTesting(&FakeNow);
+TEST_F(SlowStartLbTest, BackendsAtTheChannelsStartSkipSlowStart) {
+  internal::SetSlowStartClockForTesting(&FakeNow);
   MakePolicy(kBoundedLoadRendezvousPolicy);
   ASSERT_TRUE(Update(Config(kBoundedLoadRendezvousPolicy,
                             R"("slowStart":{"window":"60s"})"),
@@ -182,10 +182,10 @@ TEST_F(SlowStartLbTest, BackendsAtTheChannelsStartAreNotRamped) {
   for (int i = 1; i < 4; ++i) SetState(i, GRPC_CHANNEL_READY);
   Drain();
   for (const BackendStats& b : Backends()) EXPECT_EQ(b.effective_weight, 1u);
-  EXPECT_EQ(internal::PendingRampTimersForTesting(), 0);
+  EXPECT_EQ(internal::PendingSlowStartTimersForTesting(), 0);
 }
 
-TEST_F(SlowStartLbTest, TheEventEngineTimersRunTheRampToItsEnd) {
+TEST_F(SlowStartLbTest, TheEventEngineTimersRunSlowStartToItsEnd) {
   // Real clock and timers: 50 steps of 4 ms.
   ScaleOut(kBoundedLoadRendezvousPolicy, R"({"window":"0.2s"})");
   int pickers = 0;
@@ -204,19 +204,19 @@ TEST_F(SlowStartLbTest, TheEventEngineTimersRunTheRampToItsEnd) {
   EXPECT_EQ(Backends()[3].weight_scale, 1u);
   EXPECT_EQ(Backends()[3].effective_weight, 1u);
   EXPECT_GE(pickers, 2);  // at least some steps published on their own
-  EXPECT_EQ(internal::PendingRampTimersForTesting(), 0);
+  EXPECT_EQ(internal::PendingSlowStartTimersForTesting(), 0);
 }
 
-TEST_F(SlowStartLbTest, ShutdownWithARampInProgressCancelsItsTimer) {
-  internal::SetRampClockForTesting(&FakeNow);
+TEST_F(SlowStartLbTest, ShutdownDuringSlowStartCancelsItsTimer) {
+  internal::SetSlowStartClockForTesting(&FakeNow);
   ScaleOut(kWeightedRendezvousPolicy, R"({"window":"3600s"})");
-  ASSERT_EQ(internal::PendingRampTimersForTesting(), 1);
+  ASSERT_EQ(internal::PendingSlowStartTimersForTesting(), 1);
   {
     ExecCtx exec_ctx;
     picker_.reset();
     policy_.reset();
   }
-  EXPECT_EQ(internal::PendingRampTimersForTesting(), 0);
+  EXPECT_EQ(internal::PendingSlowStartTimersForTesting(), 0);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Bad input: odd header values (fake subchannels and a real channel), bad
 // service configs (each rejected with the field named), and an adversarial
 // flood of one key through one real channel (no backend above its bound).
-// First: it includes the internal guard, then port_platform.h.
+// First: it includes src/grpc/require_undebug.h, then port_platform.h.
 // clang-format off
 #include "test/support/policy_fixture.h"
 // clang-format on

@@ -3,7 +3,7 @@
 // ends OK or with the expected status before its deadline, the policy's
 // in-flight counters return to exactly zero, keys return to their owner after
 // recovery, and no backend is admitted past its bound.
-#include "src/grpc/internal_guard.h"
+#include "src/grpc/require_undebug.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
 // clang-format on

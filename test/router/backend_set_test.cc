@@ -131,7 +131,7 @@ TEST(BackendSet, AnIdentityThatLeavesAndReturnsWhileInFlightKeepsItsCounter) {
   // Gone from the list, its counter held only by the call.
   set.Update({Entry(AddressOf(0)), Entry(AddressOf(2))}, ValidConfig());
   ASSERT_EQ(set.size(), 2u);
-  EXPECT_EQ(set.load_scope()->findable_counters(), 1u);  // parked
+  EXPECT_EQ(set.load_scope()->findable_counters(), 1u);  // kept while in flight
   set.Update(Entries(3), ValidConfig());
   EXPECT_EQ(set.backends()[1].cell->in_flight, counter);
   EXPECT_EQ(set.backends()[1].cell->in_flight->Load(), 1u);
@@ -307,7 +307,7 @@ TEST(BackendSet, HundredSetsOfTheSameBackendsShareRowsAndOneTable) {
     const IdentityTable& table = *sets[0]->table();
     for (const auto& set : sets) {
       for (size_t i = 0; i < 1000; i += 97) {
-        const Backend& b = set->backends()[i];
+        const ListedBackend& b = set->backends()[i];
         EXPECT_EQ(b.identity.data(), table.identity(i).data());
         EXPECT_EQ(b.address.data(), table.identity(i).data());
         EXPECT_EQ(b.address, AddressOf(i));

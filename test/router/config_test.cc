@@ -1,5 +1,6 @@
-// The config's rules: every rule names its field, addresses are normalised
-// before they are compared, and no rule bounds the weights' sum.
+// The config's rules C1-C7 (src/router/config.h): every rule names its field,
+// addresses are normalised before they are compared, and no rule bounds the
+// weights' sum.
 #include "src/router/config.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // A backend's routing state as a transition function, and the channel's
-// state by each of the four rules (README "Connectivity and failure
-// behaviour").
+// state by each of its rules S1-S4 (src/router/connectivity.h; README
+// "Behaviour").
 #include "src/router/connectivity.h"
 
 #include <gtest/gtest.h>
@@ -89,7 +89,7 @@ TEST(Connectivity, NamesAreGrpcs) {
   for (size_t i = 0; i < 5; ++i) EXPECT_STREQ(ToString(kAll[i]), names[i]);
 }
 
-// Rule 1: any backend READY -> READY, whatever the others.
+// S1: any backend READY -> READY, whatever the others.
 TEST(AggregateState, Rule1AnyReadyIsReady) {
   std::vector<BackendState> states = States(3, RoutingState::kFailed);
   states[2].routing = RoutingState::kReady;
@@ -102,7 +102,7 @@ TEST(AggregateState, Rule1AnyReadyIsReady) {
             Connectivity::kReady);
 }
 
-// Rule 2: else any pending -> CONNECTING (calls wait).
+// S2: else any pending -> CONNECTING (calls wait).
 TEST(AggregateState, Rule2AnyPendingIsConnecting) {
   std::vector<BackendState> states = States(3, RoutingState::kFailed);
   states[1].routing = RoutingState::kPending;
@@ -115,7 +115,7 @@ TEST(AggregateState, Rule2AnyPendingIsConnecting) {
       Connectivity::kConnecting);
 }
 
-// Rule 2 also holds the channel's calls while every backend lost its READY
+// S2 also holds the channel's calls while every backend lost its READY
 // connection and none has failed to reconnect yet (a GOAWAY everywhere).
 TEST(AggregateState, Rule2ReconnectingAfterReadyIsConnecting) {
   std::vector<BackendState> states(2);
@@ -136,7 +136,7 @@ TEST(AggregateState, Rule2ReconnectingAfterReadyIsConnecting) {
                                    "failing; last error: UNAVAILABLE: y"));
 }
 
-// Rule 3: else TRANSIENT_FAILURE with the last failure in list order.
+// S3: else TRANSIENT_FAILURE with the last failure in list order.
 TEST(AggregateState, Rule3AllFailedIsTransientFailureWithTheLastError) {
   std::vector<BackendState> states = States(3, RoutingState::kFailed);
   states[0].last_failure = absl::UnavailableError("refused 0");
@@ -150,7 +150,7 @@ TEST(AggregateState, Rule3AllFailedIsTransientFailureWithTheLastError) {
                                    "refused 2"));
 }
 
-// Rule 4: no backends -> TRANSIENT_FAILURE with the resolver's note, or its
+// S4: no backends -> TRANSIENT_FAILURE with the resolver's note, or its
 // error when it reported one.
 TEST(AggregateState, Rule4EmptyListCarriesTheNoteOrTheAddressError) {
   ChannelState channel = AggregateState({}, absl::OkStatus(), "no endpoints");

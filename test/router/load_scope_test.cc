@@ -80,10 +80,11 @@ TEST(LoadScope, AScopeOfItsOwnFindsOnlyParkedCountersWithCallsInFlight) {
   std::shared_ptr<LoadScope> scope = LoadScope::Create();
   auto cell = std::make_shared<BackendCell>(scope);
   EXPECT_EQ(scope->SharedCounterFor("x"), nullptr);  // its set carries it
-  scope->Park("x", SharedCounter(cell));             // idle: nothing to keep
+  scope->KeepFindableWhileInFlight(
+      "x", SharedCounter(cell));  // idle: nothing to keep
   EXPECT_EQ(scope->findable_counters(), 0u);
   InFlightGuard call = InFlightGuard::TryAcquire(SharedCounter(cell));
-  scope->Park("x", SharedCounter(cell));
+  scope->KeepFindableWhileInFlight("x", SharedCounter(cell));
   cell.reset();  // only the call holds it now
   EXPECT_EQ(scope->findable_counters(), 1u);
   std::shared_ptr<InFlightCounter> back = scope->SharedCounterFor("x");
@@ -110,17 +111,21 @@ TEST(LoadScope, ACounterKeepsItsScopeAlive) {
 }
 
 TEST(LoadScope, ScopeForKeepsTheRightScopeAndSwitchesKinds) {
-  std::shared_ptr<LoadScope> own = ScopeFor(LoadScopeKind::kChannel, "t", {});
+  std::shared_ptr<LoadScope> own =
+      LoadScopeForChannel(LoadScopeKind::kChannel, "t", {});
   EXPECT_FALSE(own->named());
-  EXPECT_EQ(ScopeFor(LoadScopeKind::kChannel, "t", own), own);
+  EXPECT_EQ(LoadScopeForChannel(LoadScopeKind::kChannel, "t", own), own);
   std::shared_ptr<LoadScope> shared =
-      ScopeFor(LoadScopeKind::kProcess, "load-scope-test-t", own);
+      LoadScopeForChannel(LoadScopeKind::kProcess, "load-scope-test-t", own);
   EXPECT_TRUE(shared->named());
-  EXPECT_EQ(ScopeFor(LoadScopeKind::kProcess, "load-scope-test-t", shared),
-            shared);
-  EXPECT_NE(ScopeFor(LoadScopeKind::kProcess, "load-scope-test-u", shared),
-            shared);
-  EXPECT_FALSE(ScopeFor(LoadScopeKind::kChannel, "t", shared)->named());
+  EXPECT_EQ(
+      LoadScopeForChannel(LoadScopeKind::kProcess, "load-scope-test-t", shared),
+      shared);
+  EXPECT_NE(
+      LoadScopeForChannel(LoadScopeKind::kProcess, "load-scope-test-u", shared),
+      shared);
+  EXPECT_FALSE(
+      LoadScopeForChannel(LoadScopeKind::kChannel, "t", shared)->named());
 }
 
 TEST(LoadScope, ManyThreadsLookingUpAndCountingAgree) {
@@ -164,8 +169,8 @@ class Channels {
     }
     channels_.resize(channels);
     for (Channel& c : channels_) {
-      c.set.SetLoadScope(
-          ScopeFor(config.load_scope, scope_name, c.set.load_scope()));
+      c.set.SetLoadScope(LoadScopeForChannel(config.load_scope, scope_name,
+                                             c.set.load_scope()));
       c.set.Update(entries, config);
       c.stats = std::make_shared<PolicyStats>(scope_name, "bounded");
       c.picker = std::make_unique<Picker>(

@@ -1,4 +1,4 @@
-// Rule 6 of the picker: a retry goes to the key's next choice (the core's
+// The picker's P6: a retry goes to the key's next choice (the core's
 // k-th choice), SAME_OWNER keeps the first attempt's routing, the bounded
 // policy's retry takes the next choice with room, the hard limit still
 // holds, and the header's value is parsed strictly.
@@ -112,7 +112,7 @@ TEST_F(RetryTest, AttemptKPlusOneGoesToTheKeysKPlusOnethChoiceWrapping) {
   EXPECT_EQ(stats_->picks.load(), 2u * 200u * 8u);
   EXPECT_EQ(stats_->spills.load(), 0u);
   uint64_t retried_in = 0;
-  for (const Backend& b : set_.backends()) {
+  for (const ListedBackend& b : set_.backends()) {
     retried_in += b.cell->retried_in.load();
   }
   EXPECT_EQ(retried_in, 2u * 200u * 7u);  // the cells outlive a list

@@ -50,7 +50,7 @@ inline std::vector<BackendState> States(size_t n, RoutingState state) {
 // The list as the core's candidates; eligible where `states` is READY (every
 // backend when `states` is empty).
 inline std::vector<Candidate> CandidatesOf(
-    const std::vector<Backend>& backends,
+    const std::vector<ListedBackend>& backends,
     const std::vector<BackendState>& states = {}) {
   std::vector<Candidate> out;
   for (size_t i = 0; i < backends.size(); ++i) {

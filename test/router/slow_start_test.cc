@@ -1,5 +1,5 @@
-// Slow start without gRPC: the ramp's arithmetic, which backends ramp, and
-// the routing properties over a whole ramp, on an injected clock.
+// Slow start without gRPC: its arithmetic, which backends go through it, and
+// the routing properties over a whole slow start, on an injected clock.
 #include "src/router/slow_start.h"
 
 #include <gtest/gtest.h>
@@ -94,7 +94,7 @@ struct Channel {
     set.Update(entries, config);
     states = States(set.size(), RoutingState::kReady);
     const SlowStart::Weights w = slow_start.Observe(*set.list(), states, kT0);
-    EXPECT_FALSE(w.ramping());
+    EXPECT_FALSE(w.in_progress());
     EXPECT_EQ(w.scale, 1u);
   }
   // Adds backends, pending, then READY at `at`.
@@ -130,8 +130,8 @@ struct Channel {
   std::vector<BackendState> states;
 };
 
-// The properties over a whole 4 -> 5 ramp, every step, 100k keys.
-TEST(SlowStartRamp, EveryStepIsTheCoresDecisionAndNoKeyMovesTwice) {
+// Slow start's promises over a whole 4 -> 5 scale-out, every step, 100k keys.
+TEST(SlowStartObserve, EveryStepIsTheCoresDecisionAndNoKeyMovesTwice) {
   constexpr size_t kKeys = 100'000;
   Channel channel(4);
   const std::vector<size_t> before = channel.Owners(
@@ -139,7 +139,7 @@ TEST(SlowStartRamp, EveryStepIsTheCoresDecisionAndNoKeyMovesTwice) {
       kKeys);
   const absl::Time start = kT0 + absl::Seconds(5);
   SlowStart::Weights w = channel.Add(1, start);
-  ASSERT_TRUE(w.ramping());
+  ASSERT_TRUE(w.in_progress());
   EXPECT_EQ(w.scale, 1024u);
   const uint32_t n = SlowStart::StepsFor(10);
   std::vector<size_t> previous = before;
@@ -151,14 +151,14 @@ TEST(SlowStartRamp, EveryStepIsTheCoresDecisionAndNoKeyMovesTwice) {
         start + SlowStart::StepOffset(absl::Seconds(60), j, n);
     w = channel.slow_start.Observe(*channel.set.list(), channel.states, now);
     if (j < n) {
-      ASSERT_TRUE(w.ramps[4].has_value());
-      EXPECT_EQ(w.ramps[4]->step, j);
+      ASSERT_TRUE(w.progress[4].has_value());
+      EXPECT_EQ(w.progress[4]->step, j);
       EXPECT_EQ(*w.next_step,
                 start + SlowStart::StepOffset(absl::Seconds(60), j + 1, n));
       EXPECT_EQ(w.effective[4], SlowStart::EffectiveWeight(1, 1024, 10, j, n));
       for (size_t i = 0; i < 4; ++i) EXPECT_EQ(w.effective[i], 1024u);
     } else {
-      EXPECT_FALSE(w.ramping());
+      EXPECT_FALSE(w.in_progress());
       EXPECT_EQ(w.scale, 1u);
     }
     const std::vector<size_t> owners = channel.Owners(w, kKeys);
@@ -198,7 +198,7 @@ TEST(SlowStartRamp, EveryStepIsTheCoresDecisionAndNoKeyMovesTwice) {
   EXPECT_NEAR(static_cast<double>(final_on_new) / kKeys, 0.2, 0.01);
   // At the end: exactly the contract with the full weights.
   std::vector<contract::Backend> full;
-  for (const Backend& b : channel.set.backends()) {
+  for (const ListedBackend& b : channel.set.backends()) {
     full.push_back({std::string(b.identity), b.weight, 0, true});
   }
   for (size_t k = 0; k < 20'000; ++k) {
@@ -207,16 +207,16 @@ TEST(SlowStartRamp, EveryStepIsTheCoresDecisionAndNoKeyMovesTwice) {
   }
 }
 
-TEST(SlowStartRamp, BoundedCapacityUsesTheEffectiveWeights) {
+TEST(SlowStartObserve, BoundedCapacityUsesTheEffectiveWeights) {
   Channel channel(4);
   channel.config.bounded = true;
   const SlowStart::Weights w = channel.Add(1, kT0 + absl::Seconds(1));
-  ASSERT_TRUE(w.ramping());
+  ASSERT_TRUE(w.in_progress());
   auto cfg = std::make_shared<const Config>(channel.config);
   Picker picker(cfg, channel.set.list(), channel.states,
                 std::make_shared<PolicyStats>("t", "bounded_load_rendezvous"),
                 w.effective);
-  // Hold one call on every backend: the ramping one's capacity,
+  // Hold one call on every backend: the new one's capacity,
   // ceil(1.5 * 6 * e / W) with e = 102 of W = 4198, is 1, so it is full,
   // while at its full weight (capacity 2) it would have room.
   std::vector<PickOutcome> held;
@@ -245,24 +245,24 @@ TEST(SlowStartRamp, BoundedCapacityUsesTheEffectiveWeights) {
     EXPECT_TRUE(c.spilled);
     return;
   }
-  FAIL() << "no key of the ramping backend";
+  FAIL() << "no key of the backend in slow start";
 }
 
-TEST(SlowStartRamp, BackendsPresentAtTheStartAreNotRamped) {
+TEST(SlowStartObserve, BackendsPresentAtTheStartSkipSlowStart) {
   Config config = ValidConfig();
   BackendSet set;
   set.Update(Entries(4), config);
   SlowStart slow(Slow());
   std::vector<BackendState> states = States(4, RoutingState::kPending);
-  EXPECT_FALSE(slow.Observe(*set.list(), states, kT0).ramping());
+  EXPECT_FALSE(slow.Observe(*set.list(), states, kT0).in_progress());
   states[0].routing = RoutingState::kReady;
-  EXPECT_FALSE(slow.Observe(*set.list(), states, kT0).ramping());
+  EXPECT_FALSE(slow.Observe(*set.list(), states, kT0).in_progress());
   for (auto& s : states) s.routing = RoutingState::kReady;
   EXPECT_FALSE(
-      slow.Observe(*set.list(), states, kT0 + absl::Seconds(3)).ramping());
+      slow.Observe(*set.list(), states, kT0 + absl::Seconds(3)).in_progress());
 }
 
-TEST(SlowStartRamp, AShortFailureKeepsTheRampPositionALongOneRestartsIt) {
+TEST(SlowStartObserve, AShortFailureKeepsTheStepALongOneRestartsSlowStart) {
   Channel channel(4);
   const absl::Time start = kT0 + absl::Seconds(1);
   channel.Add(1, start);
@@ -271,27 +271,27 @@ TEST(SlowStartRamp, AShortFailureKeepsTheRampPositionALongOneRestartsIt) {
                                       start + after);
   };
   channel.states[4].routing = RoutingState::kFailed;
-  EXPECT_EQ(observe(absl::Seconds(12)).ramps[4]->step, 10u);
+  EXPECT_EQ(observe(absl::Seconds(12)).progress[4]->step, 10u);
   channel.states[4].routing = RoutingState::kReady;
-  // Back after 18 s: the ramp ran on, at 30 s it is at step 25.
-  EXPECT_EQ(observe(absl::Seconds(30)).ramps[4]->step, 25u);
-  EXPECT_FALSE(observe(absl::Seconds(60)).ramping());
-  // A warm backend down for a whole window ramps again from the start.
+  // Back after 18 s: slow start ran on, at 30 s it is at step 25.
+  EXPECT_EQ(observe(absl::Seconds(30)).progress[4]->step, 25u);
+  EXPECT_FALSE(observe(absl::Seconds(60)).in_progress());
+  // A warm backend down for a whole window starts slow start from step 0.
   channel.states[1].routing = RoutingState::kFailed;
-  EXPECT_FALSE(observe(absl::Seconds(70)).ramping());
+  EXPECT_FALSE(observe(absl::Seconds(70)).in_progress());
   channel.states[1].routing = RoutingState::kReady;
   SlowStart::Weights w = observe(absl::Seconds(130));
-  ASSERT_TRUE(w.ramps[1].has_value());
-  EXPECT_EQ(w.ramps[1]->step, 0u);
+  ASSERT_TRUE(w.progress[1].has_value());
+  EXPECT_EQ(w.progress[1]->step, 0u);
   EXPECT_EQ(w.effective[1], 102u);
-  // Down for less than a window: no ramp.
+  // Down for less than a window: no slow start.
   channel.states[2].routing = RoutingState::kFailed;
   observe(absl::Seconds(131));
   channel.states[2].routing = RoutingState::kReady;
-  EXPECT_FALSE(observe(absl::Seconds(190)).ramps[2].has_value());
+  EXPECT_FALSE(observe(absl::Seconds(190)).progress[2].has_value());
 }
 
-TEST(SlowStartRamp, RemovedAndBackWithinTheWindowKeepsItsPositionElseRamps) {
+TEST(SlowStartObserve, RemovedAndBackWithinTheWindowKeepsItsStepElseRestarts) {
   Channel channel(4);
   const absl::Time start = kT0 + absl::Seconds(1);
   channel.Add(1, start);
@@ -304,10 +304,10 @@ TEST(SlowStartRamp, RemovedAndBackWithinTheWindowKeepsItsPositionElseRamps) {
   EXPECT_FALSE(channel.slow_start
                    .Observe(*channel.set.list(), channel.states,
                             start + absl::Seconds(12))
-                   .ramping());
+                   .in_progress());
   SlowStart::Weights w = channel.Add(1, start + absl::Seconds(24));
-  ASSERT_TRUE(w.ramps[4].has_value());
-  EXPECT_EQ(w.ramps[4]->step, 20u);
+  ASSERT_TRUE(w.progress[4].has_value());
+  EXPECT_EQ(w.progress[4]->step, 20u);
   // Removed at 30 s, back after a window: from step 0 again.
   channel.entries = four;
   channel.set.Update(four, config);
@@ -317,11 +317,11 @@ TEST(SlowStartRamp, RemovedAndBackWithinTheWindowKeepsItsPositionElseRamps) {
   channel.slow_start.Observe(*channel.set.list(), channel.states,
                              start + absl::Seconds(95));  // forgotten
   w = channel.Add(1, start + absl::Seconds(100));
-  ASSERT_TRUE(w.ramps[4].has_value());
-  EXPECT_EQ(w.ramps[4]->step, 0u);
+  ASSERT_TRUE(w.progress[4].has_value());
+  EXPECT_EQ(w.progress[4]->step, 0u);
 }
 
-TEST(SlowStartRamp, LargeWeightsScaleDownAndStayWithin32Bits) {
+TEST(SlowStartObserve, LargeWeightsScaleDownAndStayWithin32Bits) {
   Config config = ValidConfig();
   BackendSet set;
   SlowStart slow(Slow());
@@ -334,7 +334,7 @@ TEST(SlowStartRamp, LargeWeightsScaleDownAndStayWithin32Bits) {
   set.Update(entries, config);
   states = States(2, RoutingState::kReady);
   const SlowStart::Weights w = slow.Observe(*set.list(), states, kT0);
-  ASSERT_TRUE(w.ramping());
+  ASSERT_TRUE(w.in_progress());
   EXPECT_EQ(w.scale, 1u);
   EXPECT_EQ(w.effective[0], std::numeric_limits<uint32_t>::max());
   EXPECT_EQ(w.effective[1], 1u);

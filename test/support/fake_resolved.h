@@ -1,6 +1,6 @@
 // A channel whose address list the test sets and changes, through gRPC 1.51's
 // fake resolver (the channel target is "fake:///..."). Internal gRPC headers:
-// include after src/grpc/internal_guard.h and port_platform.h.
+// include after src/grpc/require_undebug.h and port_platform.h.
 #ifndef POISE_TEST_SUPPORT_FAKE_RESOLVED_H_
 #define POISE_TEST_SUPPORT_FAKE_RESOLVED_H_
 

@@ -5,7 +5,7 @@
 #ifndef POISE_TEST_SUPPORT_POLICY_FIXTURE_H_
 #define POISE_TEST_SUPPORT_POLICY_FIXTURE_H_
 
-#include "src/grpc/internal_guard.h"
+#include "src/grpc/require_undebug.h"
 // clang-format off
 #include <grpc/support/port_platform.h>
 // clang-format on
@@ -46,7 +46,7 @@ class PolicyFixture : public grpc_core::testing::LoadBalancingPolicyTest {
   using LoadBalancingPolicy = grpc_core::LoadBalancingPolicy;
   using SubchannelKey = grpc_core::SubchannelKey;
   using PickResult = LoadBalancingPolicy::PickResult;
-  using Picker = LoadBalancingPolicy::SubchannelPicker;
+  using SubchannelPicker = LoadBalancingPolicy::SubchannelPicker;
   using Tracker = LoadBalancingPolicy::SubchannelCallTrackerInterface;
 
   static constexpr int kBackends = 4;
@@ -163,7 +163,7 @@ class PolicyFixture : public grpc_core::testing::LoadBalancingPolicyTest {
   grpc_core::OrphanablePtr<LoadBalancingPolicy> policy_;
   grpc_connectivity_state state_ = GRPC_CHANNEL_IDLE;
   absl::Status status_;
-  std::unique_ptr<Picker> picker_;
+  std::unique_ptr<SubchannelPicker> picker_;
   int reresolutions_ = 0;
   int policies_made_ = 0;
 };

@@ -1,7 +1,7 @@
 // String concatenation and splitting for poise::dns over std::string_view
 // (Debian's Abseil has its own absl::string_view, which absl::StrCat wants).
-#ifndef POISE_DNS_TEXT_H_
-#define POISE_DNS_TEXT_H_
+#ifndef POISE_DNS_CAT_AND_SPLIT_H_
+#define POISE_DNS_CAT_AND_SPLIT_H_
 
 #include <string>
 #include <string_view>
@@ -51,4 +51,4 @@ inline std::vector<std::string_view> Split(std::string_view text, char sep) {
 
 }  // namespace poise::dns::internal
 
-#endif  // POISE_DNS_TEXT_H_
+#endif  // POISE_DNS_CAT_AND_SPLIT_H_
