@@ -24,7 +24,9 @@ uint64_t SplitMix64Finalizer(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-bool IsEligible(const Backend& b) { return b.eligible && b.weight != 0; }
+bool IsEligible(const LoadedCandidate& b) {
+  return b.eligible && b.weight != 0;
+}
 
 }  // namespace
 
@@ -70,7 +72,7 @@ bool Precedes(const Ranked& a, const Ranked& b) {
 }
 
 std::vector<Ranked> Order(std::string_view key,
-                          const std::vector<Backend>& backends) {
+                          const std::vector<LoadedCandidate>& backends) {
   std::vector<Ranked> order;
   for (size_t i = 0; i < backends.size(); ++i) {
     if (!IsEligible(backends[i])) continue;
@@ -83,7 +85,7 @@ std::vector<Ranked> Order(std::string_view key,
 }
 
 Result<size_t> Pick(std::string_view key,
-                    const std::vector<Backend>& backends) {
+                    const std::vector<LoadedCandidate>& backends) {
   if (backends.empty()) return PickError::kEmpty;
   const std::vector<Ranked> order = Order(key, backends);
   if (order.empty()) return PickError::kNoEligibleCandidates;
@@ -105,7 +107,7 @@ namespace {
 // K9's T): the first backend in `order` whose load is below its
 // capacity, as the decision with `order`'s first as the affinity.
 bool FirstWithRoom(const std::vector<Ranked>& order,
-                   const std::vector<Backend>& backends,
+                   const std::vector<LoadedCandidate>& backends,
                    uint32_t factor_percent, uint64_t total_load,
                    uint64_t total_weight, Decision& out) {
   for (const Ranked& r : order) {
@@ -123,14 +125,15 @@ bool FirstWithRoom(const std::vector<Ranked>& order,
 }  // namespace
 
 Result<Decision> Decide(std::string_view key,
-                        const std::vector<Backend>& backends,
+                        const std::vector<LoadedCandidate>& backends,
                         uint32_t factor_percent) {
   if (backends.empty()) return PickError::kEmpty;
   const std::vector<Ranked> order = Order(key, backends);
   if (order.empty()) return PickError::kNoEligibleCandidates;
   uint64_t total_load = 0;
   uint64_t total_weight = 0;
-  for (const Backend& b : backends) {  // in list order, load before weight
+  for (const LoadedCandidate& b :
+       backends) {  // in list order, load before weight
     if (!IsEligible(b)) continue;
     if (__builtin_add_overflow(total_load, b.load, &total_load)) {
       return PickError::kLoadOverflow;
@@ -151,15 +154,14 @@ Result<Decision> Decide(std::string_view key,
   return PickError::kNoEligibleCandidates;
 }
 
-Result<DecisionWithTotal> DecideWithTotal(std::string_view key,
-                                          const std::vector<Backend>& backends,
-                                          uint32_t factor_percent,
-                                          uint64_t total_load) {
+Result<DecisionWithTotal> DecideWithTotal(
+    std::string_view key, const std::vector<LoadedCandidate>& backends,
+    uint32_t factor_percent, uint64_t total_load) {
   if (backends.empty()) return PickError::kEmpty;
   const std::vector<Ranked> order = Order(key, backends);
   if (order.empty()) return PickError::kNoEligibleCandidates;
   uint64_t total_weight = 0;
-  for (const Backend& b : backends) {  // in list order
+  for (const LoadedCandidate& b : backends) {  // in list order
     if (IsEligible(b) && __builtin_add_overflow(
                              total_weight, uint64_t{b.weight}, &total_weight)) {
       return PickError::kWeightOverflow;

@@ -66,8 +66,8 @@ double LnU(uint64_t z);
 // K4. The score -ln U / weight (weight > 0).
 double ScoreOf(uint64_t z, uint32_t weight);
 
-// One backend as the contract sees it.
-struct Backend {
+// One backend as the contract sees it: a candidate with its load.
+struct LoadedCandidate {
   std::string identity;
   uint32_t weight = 1;
   uint64_t load = 0;  // its in-flight count (Decide only)
@@ -87,10 +87,11 @@ bool Precedes(const Ranked& a, const Ranked& b);
 
 // Every eligible backend, first in the order first (empty: none eligible).
 std::vector<Ranked> Order(std::string_view key,
-                          const std::vector<Backend>& backends);
+                          const std::vector<LoadedCandidate>& backends);
 
 // K6. The index of the key's owner.
-Result<size_t> Pick(std::string_view key, const std::vector<Backend>& backends);
+Result<size_t> Pick(std::string_view key,
+                    const std::vector<LoadedCandidate>& backends);
 
 // K7. ceil(f (L + 1) w / (100 W)), exact (L < 2^64 - 1, 0 < w, 0 < W).
 UInt128 Capacity(uint32_t factor_percent, uint64_t total_load, uint32_t weight,
@@ -105,7 +106,7 @@ struct Decision {
 
 // K7 and K8. The bounded-load decision for `factor_percent` (>= 100).
 Result<Decision> Decide(std::string_view key,
-                        const std::vector<Backend>& backends,
+                        const std::vector<LoadedCandidate>& backends,
                         uint32_t factor_percent);
 
 struct DecisionWithTotal {
@@ -114,10 +115,9 @@ struct DecisionWithTotal {
 };
 
 // K9. The bounded-load decision with every bound from `total_load`.
-Result<DecisionWithTotal> DecideWithTotal(std::string_view key,
-                                          const std::vector<Backend>& backends,
-                                          uint32_t factor_percent,
-                                          uint64_t total_load);
+Result<DecisionWithTotal> DecideWithTotal(
+    std::string_view key, const std::vector<LoadedCandidate>& backends,
+    uint32_t factor_percent, uint64_t total_load);
 
 }  // namespace poise::contract
 

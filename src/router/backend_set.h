@@ -93,7 +93,6 @@ struct ListedBackend {
   uint32_t weight;
   std::shared_ptr<BackendCell> cell;
 };
-using Backend = ListedBackend;  // Transitional: picker.h still says Backend.
 
 // One update's result, immutable: shared by the set, the pickers built from
 // it and the statistics, so none copies identities.

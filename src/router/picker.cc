@@ -46,7 +46,7 @@ std::vector<Candidate> Picker::CandidatesOf(
   std::vector<Candidate> candidates;
   candidates.reserve(list.backends.size());
   for (size_t i = 0; i < list.backends.size(); ++i) {
-    const Backend& b = list.backends[i];
+    const ListedBackend& b = list.backends[i];
     const bool ready =
         i < states.size() && states[i].routing == RoutingState::kReady;
     candidates.push_back(Candidate{

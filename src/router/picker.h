@@ -131,7 +131,7 @@ class Picker final {
 
   PickOutcome Pick(const PickRequest& request) const;
 
-  const std::vector<Backend>& backends() const { return list_->backends; }
+  const std::vector<ListedBackend>& backends() const { return list_->backends; }
 
  private:
   // The list as candidates: every backend eligible, or only the READY ones.

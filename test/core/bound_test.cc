@@ -100,8 +100,8 @@ TEST(Bound, Edges) {
 // The first candidate in the key's order (the contract's K5) whose load has
 // room under Bound for T, among `b`; the index, or -1 when none has.
 int FirstWithRoomByBound(const std::string& key,
-                         const std::vector<contract::Backend>& b, uint32_t f,
-                         uint64_t total_load) {
+                         const std::vector<contract::LoadedCandidate>& b,
+                         uint32_t f, uint64_t total_load) {
   uint64_t total_weight = 0;
   for (const auto& x : b) total_weight += x.eligible ? x.weight : 0;
   for (const contract::Ranked& r : contract::Order(key, b)) {
@@ -126,7 +126,7 @@ TEST_P(BoundAgreement, EveryPathSelectsTheFirstCandidateWithRoom) {
   for (int trial = 0; trial < 3000; ++trial) {
     const size_t n = 1 + rng() % (trial % 3 == 0 ? 300 : 12);
     const auto shape = static_cast<uint32_t>(trial % 3);  // 1, 2, 3+ weights
-    std::vector<contract::Backend> b;
+    std::vector<contract::LoadedCandidate> b;
     uint64_t sum = 0;
     for (size_t i = 0; i < n; ++i) {
       const auto w =

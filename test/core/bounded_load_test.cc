@@ -16,9 +16,10 @@ namespace {
 using test_util::Backends;
 using test_util::View;
 
-Result<Decision> DecideWith(uint32_t factor, std::string_view key,
-                            const std::vector<contract::Backend>& backends,
-                            DecisionScratch& scratch) {
+Result<Decision> DecideWith(
+    uint32_t factor, std::string_view key,
+    const std::vector<contract::LoadedCandidate>& backends,
+    DecisionScratch& scratch) {
   return BoundedLoadRendezvous::Create(factor)->Decide(
       key, View(backends), [&](size_t i) { return backends[i].load; }, scratch);
 }
@@ -189,7 +190,7 @@ TEST(BoundedLoad, MatchesReferenceUnderRandomLoads) {
   std::mt19937_64 rng(99);
   DecisionScratch scratch;
   for (int trial = 0; trial < 100000; ++trial) {
-    std::vector<contract::Backend> b;
+    std::vector<contract::LoadedCandidate> b;
     const size_t n = 1 + rng() % 9;
     for (size_t i = 0; i < n; ++i) {
       b.push_back({"n" + std::to_string(rng() % 12),
@@ -224,7 +225,7 @@ TEST(BoundedLoad, MatchesTheContractPast32BitWeightsAnd64BitCapacities) {
   DecisionScratch scratch;
   size_t weights_past_32 = 0, capacities_past_64 = 0, overflows = 0;
   for (int trial = 0; trial < 30000; ++trial) {
-    std::vector<contract::Backend> b;
+    std::vector<contract::LoadedCandidate> b;
     const size_t n = 1 + rng() % 9;
     const uint64_t shape = rng() % 3;  // one weight, two, any
     const auto heavy = [&] {
@@ -294,7 +295,7 @@ TEST(BoundedLoad, ClosedLoopNeverExceedsCapacity) {
   DecisionScratch scratch;
   for (const auto& weights : weight_sets) {
     for (uint32_t factor : {100u, 125u, 150u, 200u}) {
-      std::vector<contract::Backend> b;
+      std::vector<contract::LoadedCandidate> b;
       b.reserve(weights.size());
       for (uint32_t w : weights) {
         b.push_back({"s" + std::to_string(b.size()), w});
@@ -318,7 +319,7 @@ TEST(BoundedLoad, ClosedLoopNeverExceedsCapacity) {
 
 TEST(BoundedLoad, FactorOneHundredIsProportionalWithinFloorAndCeil) {
   const std::vector<uint32_t> weights = {1, 2, 3, 4};  // W = 10
-  std::vector<contract::Backend> b;
+  std::vector<contract::LoadedCandidate> b;
   b.reserve(weights.size());
   for (uint32_t w : weights) b.push_back({"p" + std::to_string(b.size()), w});
   DecisionScratch scratch;

@@ -16,8 +16,8 @@ namespace {
 
 using test_util::View;
 
-std::vector<contract::Backend> RandomBackends(std::mt19937& rng) {
-  std::vector<contract::Backend> b;
+std::vector<contract::LoadedCandidate> RandomBackends(std::mt19937& rng) {
+  std::vector<contract::LoadedCandidate> b;
   const size_t n = 1 + rng() % 10;
   for (size_t i = 0; i < n; ++i) {
     // Distinct identities: the policies list one backend per identity.
@@ -31,7 +31,7 @@ std::vector<contract::Backend> RandomBackends(std::mt19937& rng) {
 TEST(PickNth, IsTheContractsOrderWrappingAround) {
   std::mt19937 rng(19);
   for (int trial = 0; trial < 1500; ++trial) {
-    const std::vector<contract::Backend> b = RandomBackends(rng);
+    const std::vector<contract::LoadedCandidate> b = RandomBackends(rng);
     const std::vector<Candidate> c = View(b);
     const IdentityTable table(c);
     const std::string key = "k" + std::to_string(trial);
@@ -75,7 +75,7 @@ TEST(DecideNth, IsTheContractsOrderOfBackendsWithRoom) {
   std::mt19937 rng(91);
   DecisionScratch scratch;
   for (int trial = 0; trial < 1500; ++trial) {
-    const std::vector<contract::Backend> b = RandomBackends(rng);
+    const std::vector<contract::LoadedCandidate> b = RandomBackends(rng);
     const std::vector<Candidate> c = View(b);
     const IdentityTable table(c);
     const std::string key = "k" + std::to_string(trial);

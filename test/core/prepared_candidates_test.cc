@@ -191,7 +191,7 @@ TEST_P(PreparedByKernel, ShortPathAnswersAreTheContracts) {
   for (int list = 0; list < 200; ++list) {
     const bool two = list % 2 == 1;
     const std::string name = "backend-" + std::to_string(list);
-    std::vector<contract::Backend> backends =
+    std::vector<contract::LoadedCandidate> backends =
         two ? test_util::Backends({5, 5, 3, 5, 5, 3, 3, 5, 5, 5, 3, 5}, name)
             : test_util::Backends({5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}, name);
     for (auto& b : backends) b.load = rng() % 4;
@@ -286,7 +286,7 @@ TEST(PreparedCandidates, ShortPathsOnlyForListsThatFit) {
   DecisionScratch scratch_a, scratch_b;
   const auto bounded = *BoundedLoadRendezvous::Create(150);
   for (const PreparedCandidates* p : {&prepared_heavy, &prepared_heavy_two}) {
-    std::vector<contract::Backend> backends;
+    std::vector<contract::LoadedCandidate> backends;
     for (const Candidate& c : p->candidates()) {
       backends.push_back({std::string(c.identity), c.weight, 0, true});
     }

@@ -40,7 +40,7 @@ TEST(WeightedRendezvous, Errors) {
 TEST(WeightedRendezvous, MatchesReferenceOrder) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 2000; ++trial) {
-    std::vector<contract::Backend> b;
+    std::vector<contract::LoadedCandidate> b;
     const size_t n = 1 + rng() % 12;
     for (size_t i = 0; i < n; ++i) {
       b.push_back({"id" + std::to_string(rng() % 20),

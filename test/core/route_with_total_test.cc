@@ -29,7 +29,7 @@ using Routed = PreparedCandidates::Routed;
 
 // A candidate list with its loads, as the core and as the contract see it.
 struct Case {
-  std::vector<contract::Backend> backends;
+  std::vector<contract::LoadedCandidate> backends;
   std::vector<Candidate> candidates;
   bool duplicates = false;
 
@@ -74,7 +74,7 @@ Case RandomCase(std::mt19937_64& rng, size_t max_n, uint32_t factor) {
   if (rng() % 4 == 0) {
     // One member exactly at its bound under the sum of the others (its own
     // load counted in the sum it is bounded by): load = capacity(L).
-    contract::Backend& b = c.backends[rng() % n];
+    contract::LoadedCandidate& b = c.backends[rng() % n];
     uint64_t total_weight = 0, others = 0;
     for (const auto& x : c.backends) {
       if (!x.eligible || x.weight == 0) continue;
@@ -134,12 +134,11 @@ struct Reads {
 
 // RouteWithTotal on `backends`' loads, counting each load read in `reads`
 // (sized for the list).
-Result<Routed> RouteCounting(const PreparedCandidates& prepared,
-                             const BoundedLoadRendezvous& bounded,
-                             const std::string& key, uint64_t total,
-                             const std::vector<contract::Backend>& backends,
-                             std::vector<int>& reads,
-                             DecisionScratch& scratch) {
+Result<Routed> RouteCounting(
+    const PreparedCandidates& prepared, const BoundedLoadRendezvous& bounded,
+    const std::string& key, uint64_t total,
+    const std::vector<contract::LoadedCandidate>& backends,
+    std::vector<int>& reads, DecisionScratch& scratch) {
   return prepared.RouteWithTotal(
       bounded, key, total,
       [&](size_t i) {
@@ -252,7 +251,7 @@ TEST_P(RouteWithTotalByKernel, DeepWalksReadOnlyTheKeysOrderUpToTheSelection) {
   size_t deep = 0;
   for (const bool two : {false, true}) {
     for (const size_t n : {size_t{17}, size_t{100}, size_t{1000}}) {
-      std::vector<contract::Backend> backends;
+      std::vector<contract::LoadedCandidate> backends;
       for (size_t i = 0; i < n; ++i) {
         backends.push_back({"pod-" + std::to_string(i) + ".svc",
                             two && i % 3 == 0 ? 7u : 3u, 0, i % 17 != 5});
@@ -301,7 +300,7 @@ TEST_P(RouteWithTotalByKernel, StaleTotalFallsBackToTheSampledDecision) {
                               2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
         std::vector<uint32_t>{1, 3, 1, 1, 3, 1, 1, 1, 3, 1, 1, 3, 1, 1, 1},
         std::vector<uint32_t>{1, 2, 3, 4, 1, 2, 3, 4}}) {
-    std::vector<contract::Backend> backends;
+    std::vector<contract::LoadedCandidate> backends;
     for (size_t i = 0; i < weights.size(); ++i) {
       backends.push_back(
           {"b" + std::to_string(i), weights[i], 10 + (i * 7) % 5, true});
@@ -345,7 +344,7 @@ TEST(RouteWithTotal, OverflowRules) {
     const PreparedCandidates prepared(
         *list, std::make_shared<const IdentityTable>(*list));
     SCOPED_TRACE(static_cast<int>(prepared.path()));
-    std::vector<contract::Backend> backends;
+    std::vector<contract::LoadedCandidate> backends;
     for (const Candidate& c : *list) {
       backends.push_back({std::string(c.identity), c.weight, 0, true});
     }

@@ -361,7 +361,7 @@ std::string Identity(std::mt19937_64& rng, size_t pool) {
 // the searches with the margin widened to 1e-6 (sound: any margin above
 // the error bound is), which forces the exact fallback on real hashes.
 TEST(Search, RealKeyNearTiesMatchTheContract) {
-  std::vector<contract::Backend> b;
+  std::vector<contract::LoadedCandidate> b;
   b.reserve(10);
   for (int i = 0; i < 10; ++i) {
     b.push_back({"10.0.0." + std::to_string(i + 1) + ":8080",
@@ -427,7 +427,7 @@ TEST(Search, WideMarginSearchMatchesTheContract) {
   size_t near_ties = 0;
   for (int list = 0; list < 20000; ++list) {
     const size_t n = 1 + rng() % 16;
-    std::vector<contract::Backend> b;
+    std::vector<contract::LoadedCandidate> b;
     for (size_t i = 0; i < n; ++i) {
       b.push_back({Identity(rng, n + 2), 1 + static_cast<uint32_t>(rng() % 4),
                    rng() % 5, rng() % 8 != 0});
@@ -477,7 +477,7 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
   for (int list = 0; list < lists; ++list) {
     const size_t n = 1 + rng() % max_n;
     const uint32_t distinct = 1 + static_cast<uint32_t>(rng() % 11);
-    std::vector<contract::Backend> b;
+    std::vector<contract::LoadedCandidate> b;
     for (size_t i = 0; i < n; ++i) {
       b.push_back({Identity(rng, n + n / 4 + 1),  // some duplicates
                    1 + static_cast<uint32_t>(rng() % distinct) * 3, rng() % 6,

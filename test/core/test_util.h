@@ -19,7 +19,7 @@ namespace poise::test_util {
 
 // The core's view of the contract's backends (identity, weight, eligible).
 inline std::vector<Candidate> View(
-    const std::vector<contract::Backend>& backends) {
+    const std::vector<contract::LoadedCandidate>& backends) {
   std::vector<Candidate> out;
   out.reserve(backends.size());
   for (const auto& b : backends) {
@@ -29,9 +29,9 @@ inline std::vector<Candidate> View(
 }
 
 // Eligible, unloaded backends named prefix + index, with these weights.
-inline std::vector<contract::Backend> Backends(
+inline std::vector<contract::LoadedCandidate> Backends(
     std::initializer_list<uint32_t> weights, const std::string& prefix) {
-  std::vector<contract::Backend> out;
+  std::vector<contract::LoadedCandidate> out;
   for (uint32_t w : weights) {
     out.push_back({prefix + std::to_string(out.size()), w});
   }

@@ -169,7 +169,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return loads[i];
   };
   // The contract, errors included.
-  std::vector<poise::contract::Backend> backends(n);
+  std::vector<poise::contract::LoadedCandidate> backends(n);
   for (size_t i = 0; i < n; ++i) {
     backends[i] = {ids[i], candidates[i].weight, loads[i],
                    candidates[i].eligible};

@@ -197,7 +197,7 @@ TEST(SlowStartObserve, EveryStepIsTheCoresDecisionAndNoKeyMovesTwice) {
   }
   EXPECT_NEAR(static_cast<double>(final_on_new) / kKeys, 0.2, 0.01);
   // At the end: exactly the contract with the full weights.
-  std::vector<contract::Backend> full;
+  std::vector<contract::LoadedCandidate> full;
   for (const ListedBackend& b : channel.set.backends()) {
     full.push_back({std::string(b.identity), b.weight, 0, true});
   }
