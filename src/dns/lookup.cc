@@ -200,57 +200,73 @@ class Channel {
         ares_cancel(channel_);
         return;
       }
-      ares_socket_t socks[ARES_GETSOCK_MAXNUM];
-      const int bits = ares_getsock(channel_, socks, ARES_GETSOCK_MAXNUM);
       pollfd fds[ARES_GETSOCK_MAXNUM];
-      nfds_t nfds = 0;
-      for (int i = 0; i < ARES_GETSOCK_MAXNUM; ++i) {
-        const bool want_read = ARES_GETSOCK_READABLE(bits, i) != 0;
-        const bool want_write = ARES_GETSOCK_WRITABLE(bits, i) != 0;
-        if (!want_read && !want_write) continue;
-        fds[nfds].fd = socks[i];
-        fds[nfds].events = static_cast<decltype(pollfd::events)>(
-            (want_read ? POLLIN : 0) | (want_write ? POLLOUT : 0));
-        fds[nfds].revents = 0;
-        ++nfds;
-      }
-      const auto left_us =
-          std::chrono::duration_cast<std::chrono::microseconds>(deadline - now)
-              .count();
-      timeval max_wait{};
-      max_wait.tv_sec = static_cast<time_t>(left_us / 1000000);
-      max_wait.tv_usec = static_cast<suseconds_t>(left_us % 1000000);
-      timeval wait{};
-      const timeval* next = ares_timeout(channel_, &max_wait, &wait);
-      // Round up so that a wake-up is never before c-ares's own timeout.
-      const int64_t wait_ms =
-          static_cast<int64_t>(next->tv_sec) * 1000 +
-          (static_cast<int64_t>(next->tv_usec) + 999) / 1000;
-      const int ready =
-          poll(fds, nfds, static_cast<int>(std::min<int64_t>(wait_ms, 1000)));
+      const nfds_t nfds = PollFds(fds);
+      const int ready = poll(fds, nfds, WaitMs(deadline - now));
       if (ready < 0 && errno != EINTR) {
         ares_cancel(channel_);
         return;
       }
-      bool processed = false;
-      for (nfds_t i = 0; ready > 0 && i < nfds; ++i) {
-        if (fds[i].revents == 0) continue;
-        const bool readable =
-            (fds[i].revents & (POLLIN | POLLERR | POLLHUP)) != 0;
-        const bool writable = (fds[i].revents & POLLOUT) != 0;
-        ares_process_fd(channel_, readable ? fds[i].fd : ARES_SOCKET_BAD,
-                        writable ? fds[i].fd : ARES_SOCKET_BAD);
-        processed = true;
-      }
-      // Retries and per-try timeouts are handled on every call; call once
-      // when no socket was ready.
-      if (!processed) {
-        ares_process_fd(channel_, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
-      }
+      Process(fds, ready > 0 ? nfds : 0);
     }
   }
 
  private:
+  // The channel's sockets in `fds`, each with the events c-ares waits for;
+  // returns how many.
+  nfds_t PollFds(pollfd* fds) const {
+    ares_socket_t socks[ARES_GETSOCK_MAXNUM];
+    const int bits = ares_getsock(channel_, socks, ARES_GETSOCK_MAXNUM);
+    nfds_t nfds = 0;
+    for (int i = 0; i < ARES_GETSOCK_MAXNUM; ++i) {
+      const bool want_read = ARES_GETSOCK_READABLE(bits, i) != 0;
+      const bool want_write = ARES_GETSOCK_WRITABLE(bits, i) != 0;
+      if (!want_read && !want_write) continue;
+      fds[nfds].fd = socks[i];
+      fds[nfds].events = static_cast<decltype(pollfd::events)>(
+          (want_read ? POLLIN : 0) | (want_write ? POLLOUT : 0));
+      fds[nfds].revents = 0;
+      ++nfds;
+    }
+    return nfds;
+  }
+
+  // How long poll() may wait: c-ares's next timeout, within `left` and at
+  // most a second.
+  int WaitMs(Clock::duration left) const {
+    const auto left_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(left).count();
+    timeval max_wait{};
+    max_wait.tv_sec = static_cast<time_t>(left_us / 1000000);
+    max_wait.tv_usec = static_cast<suseconds_t>(left_us % 1000000);
+    timeval wait{};
+    const timeval* next = ares_timeout(channel_, &max_wait, &wait);
+    // Round up so that a wake-up is never before c-ares's own timeout.
+    const int64_t wait_ms = static_cast<int64_t>(next->tv_sec) * 1000 +
+                            (static_cast<int64_t>(next->tv_usec) + 999) / 1000;
+    return static_cast<int>(std::min<int64_t>(wait_ms, 1000));
+  }
+
+  // Hands c-ares the sockets poll() found ready among the first `nfds` of
+  // `fds` (none: only its retries and per-try timeouts).
+  void Process(const pollfd* fds, nfds_t nfds) {
+    bool processed = false;
+    for (nfds_t i = 0; i < nfds; ++i) {
+      if (fds[i].revents == 0) continue;
+      const bool readable =
+          (fds[i].revents & (POLLIN | POLLERR | POLLHUP)) != 0;
+      const bool writable = (fds[i].revents & POLLOUT) != 0;
+      ares_process_fd(channel_, readable ? fds[i].fd : ARES_SOCKET_BAD,
+                      writable ? fds[i].fd : ARES_SOCKET_BAD);
+      processed = true;
+    }
+    // Retries and per-try timeouts are handled on every call; call once
+    // when no socket was ready.
+    if (!processed) {
+      ares_process_fd(channel_, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+    }
+  }
+
   ares_channel channel_ = nullptr;
 };
 

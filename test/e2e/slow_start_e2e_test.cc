@@ -54,8 +54,10 @@ using test_support::FakeResolved;
 size_t OwnerAmongFirst(const BackendSet& set, size_t count,
                        const std::string& key) {
   std::vector<std::string> ids;
+  ids.reserve(count);
   for (size_t i = 0; i < count; ++i) ids.push_back(set.backend(i).address());
   std::vector<Candidate> candidates;
+  candidates.reserve(ids.size());
   for (const auto& id : ids) candidates.push_back({id, 1, true});
   return WeightedRendezvous::Pick(key, candidates).value();
 }
@@ -323,10 +325,10 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
 
   // (3) Sequentially, on the idle channel: every key at its owner by the
   // contract over the five identities.
-  for (size_t k = 0; k < keys.size(); ++k) {
-    const CallOutcome out = client.Call(keys[k]);
+  for (const std::string& key : keys) {
+    const CallOutcome out = client.Call(key);
     ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-    EXPECT_EQ(out.backend_id, OwnerId(set, keys[k])) << keys[k];
+    EXPECT_EQ(out.backend_id, OwnerId(set, key)) << key;
   }
 
   // (5) The new backend at its full weight, every counter back to zero.

@@ -27,8 +27,6 @@
 namespace poise::grpc_lb {
 namespace {
 
-using grpc_core::Json;
-
 using test_support::ParseConfig;
 
 // ---------------------------------------------------------------------------

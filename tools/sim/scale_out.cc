@@ -43,6 +43,26 @@ struct Options {
   uint64_t min_percent = 10;
 };
 
+// The options that take a number: the field each sets and its largest value.
+struct NumberOption {
+  std::string_view name;
+  uint64_t Options::*field;
+  uint64_t max;
+};
+constexpr NumberOption kNumberOptions[] = {
+    {"--backends", &Options::old_count, 1000},
+    {"--keys", &Options::keys, 10000000},
+    {"--window-s", &Options::window_s, 3600},
+    {"--min-percent", &Options::min_percent, 100},
+};
+
+const NumberOption* FindNumberOption(std::string_view name) {
+  for (const NumberOption& option : kNumberOptions) {
+    if (option.name == name) return &option;
+  }
+  return nullptr;
+}
+
 // The options after "--scale-out": nullopt to run the scenario, else the
 // exit code (0 after --help, 2 for a bad option).
 std::optional<int> ParseOptions(int argc, char** argv, Options* o) {
@@ -52,17 +72,9 @@ std::optional<int> ParseOptions(int argc, char** argv, Options* o) {
       std::fputs(kScaleOutUsage, stdout);
       return 0;
     }
-    uint64_t* target = arg == "--backends"      ? &o->old_count
-                       : arg == "--keys"        ? &o->keys
-                       : arg == "--window-s"    ? &o->window_s
-                       : arg == "--min-percent" ? &o->min_percent
-                                                : nullptr;
-    const uint64_t max = arg == "--keys"       ? 10000000
-                         : arg == "--window-s" ? 3600
-                         : arg == "--backends" ? 1000
-                                               : 100;
-    if (target == nullptr || i + 1 >= argc ||
-        !Number(argv[++i], 1, max, target)) {
+    const NumberOption* option = FindNumberOption(arg);
+    if (option == nullptr || i + 1 >= argc ||
+        !Number(argv[++i], 1, option->max, &(o->*option->field))) {
       std::fprintf(stderr, "poise-sim: bad --scale-out option '%s'\n%s",
                    argv[i], kScaleOutUsage);
       return 2;
