@@ -80,10 +80,10 @@ struct BackendStats {
   std::string address;   // host:port
   uint64_t weight = 0;
   // The weight routing decides with now: weight * weight_scale, less while
-  // slowStart ramps the backend up (then the exact integer the picker uses,
+  // the backend is in slow start (then the exact integer the picker uses,
   // so poise-explain can replay a decision with it).
   uint64_t effective_weight = 0;
-  uint64_t weight_scale = 1;  // 1 unless some backend is ramping
+  uint64_t weight_scale = 1;  // 1 unless some backend is in slow start
   // Calls started and not finished, in the channel's load scope: its own
   // (loadScope CHANNEL) or every channel's of the scope (PROCESS).
   uint64_t in_flight = 0;

@@ -152,12 +152,26 @@ std::string MarkerName(int generation, const std::string& domain) {
   return "gen-" + std::to_string(generation) + ".poise-fixture." + domain;
 }
 
+// A file of /proc/<pid>/, whole; empty when it cannot be read (the process
+// may exit while it is read: that is no error here).
+std::string ReadProcFile(const std::string& pid, const char* file) {
+  std::string text;
+  const int fd = open(("/proc/" + pid + "/" + file).c_str(), O_RDONLY);
+  if (fd < 0) return text;
+  std::array<char, 4096> buffer{};
+  for (;;) {
+    const ssize_t n = read(fd, buffer.data(), buffer.size());
+    if (n <= 0) break;
+    text.append(buffer.data(), static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
 // Process state letter from /proc/<pid>/stat ('T' stopped, 'Z' zombie), or
 // 0 if it cannot be read.
 char ProcessState(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)),
-                   std::istreambuf_iterator<char>());
+  const std::string text = ReadProcFile(std::to_string(pid), "stat");
   const size_t paren = text.rfind(')');
   if (paren == std::string::npos || paren + 2 >= text.size()) return 0;
   return text[paren + 2];
@@ -459,19 +473,18 @@ std::vector<pid_t> DnsmasqProcessesOf(pid_t owner) {
       std::string("/") + kRunDirPrefix + std::to_string(owner) + "-";
   std::vector<pid_t> found;
   std::error_code error;
-  for (const auto& entry :
-       std::filesystem::directory_iterator("/proc", error)) {
-    const std::string name = entry.path().filename().string();
+  std::filesystem::directory_iterator it("/proc", error);
+  for (; !error && it != std::filesystem::directory_iterator();
+       it.increment(error)) {
+    const std::string name = it->path().filename().string();
     if (name.empty() ||
         name.find_first_not_of("0123456789") != std::string::npos) {
       continue;
     }
-    const auto pid = static_cast<pid_t>(std::stol(name));
-    std::ifstream cmdline(entry.path() / "cmdline");
-    const std::string text((std::istreambuf_iterator<char>(cmdline)),
-                           std::istreambuf_iterator<char>());
+    const std::string text = ReadProcFile(name, "cmdline");
     if (text.rfind(kDnsmasqPath, 0) != 0) continue;
     if (text.find(marker) == std::string::npos) continue;
+    const auto pid = static_cast<pid_t>(std::stol(name));
     if (ProcessState(pid) == 'Z') continue;
     found.push_back(pid);
   }
