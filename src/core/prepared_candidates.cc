@@ -48,17 +48,16 @@ Result<Routed> RouteOnGeneralPath(const PreparedList& list,
                                   const Reader& load,
                                   DecisionScratch& scratch) {
   const std::vector<Candidate>& candidates = list.candidates;
-  if (list.table->size() != candidates.size()) {
-    return PickError::kTableMismatch;
-  }
-  if (candidates.empty()) return PickError::kEmpty;
-  if (scratch.Fit(candidates.size())) {
+  if (list.table->size() == candidates.size() &&
+      scratch.Fit(candidates.size())) {
     uint64_t* const loads = scratch.loads();
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (candidates[i].IsEligible()) loads[i] = load(i);
     }
   }
-  // DecideOnLoadsWithTotal reports a scratch that could not grow.
+  // DecideOnLoadsWithTotal reports what kept the loads from being read, in
+  // poise-core's order (a table for another list, no candidates, none
+  // eligible, a scratch that could not grow).
   return RouteOnReadLoads(list, bounded, key, total_load, scratch);
 }
 
