@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fleet.h"
 #include "plot.h"
 #include "report.h"
 #include "rules.h"
@@ -39,6 +40,8 @@ constexpr char kUsage[] =
     "  --help         this text\n"
     "  --scale-out    slow start's scale-out scenario instead (first option;\n"
     "                 poise-sim --scale-out --help)\n"
+    "  --fleet        bounds over a fleet of clients instead (first option;\n"
+    "                 poise-sim --fleet --help)\n"
     "\n"
     "Rules: round-robin, proportional, least-connections, consistent-hashing\n"
     "(the lesson's four), weighted-rendezvous and bounded-rendezvous-F\n"
@@ -189,6 +192,10 @@ int main(int argc, char** argv) {
   // Slow start's scale-out scenario: its own options (scale_out.h).
   if (argc > 1 && std::string_view(argv[1]) == "--scale-out") {
     return poise_sim::RunScaleOut(argc - 1, argv + 1);
+  }
+  // Bounds over a fleet of clients: its own options (fleet.h).
+  if (argc > 1 && std::string_view(argv[1]) == "--fleet") {
+    return poise_sim::RunFleet(argc - 1, argv + 1);
   }
   poise_sim::Options options;
   std::string problem;

@@ -1,0 +1,530 @@
+#include "fleet.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "poise/bound.h"
+#include "poise/identity_table.h"
+#include "poise/rendezvous.h"
+#include "src/core/prepared_candidates.h"
+#include "src/router/fleet_load.h"
+
+namespace poise_sim {
+namespace {
+
+using poise::Bound;
+using poise::BoundedLoadRendezvous;
+using poise::Candidate;
+using poise::PreparedCandidates;
+
+constexpr char kFleetUsage[] =
+    "usage: poise-sim --fleet [options]\n"
+    "\n"
+    "  C client processes, each a closed loop with k calls in flight, call n\n"
+    "  backends under bounded_load_rendezvous. A share of the calls carries\n"
+    "  one hot key (the same in every client); the rest Zipf keys. Times are\n"
+    "  in mean call times. For each way of counting the loads it prints the\n"
+    "  backends' load over the global bound ceil(f C k w / (100 W)): the peak\n"
+    "  and the time-averaged maximum, the spill rate and the share of calls\n"
+    "  served by their key's owner:\n"
+    "    LOCAL  each client bounds its own calls (without serverLoad)\n"
+    "    FLEET  serverLoad: the backends' reports, per call and out of band\n"
+    "    IDEAL  one instantaneous view of every backend's load\n"
+    "\n"
+    "  --clients C        1..10000 (default 100)\n"
+    "  --calls K          calls in flight per client, 1..64 (default 2)\n"
+    "  --backends N       1..1000 (default 50)\n"
+    "  --weights W,W,..   one per backend (default: all 1)\n"
+    "  --factor F         balanceFactorPercent (default 150)\n"
+    "  --call-time T      exp (default) or fixed\n"
+    "  --hot-share P      share of calls on the hot key (default 0.25)\n"
+    "  --keys M           Zipf keys (default 100000)\n"
+    "  --zipf S           Zipf exponent (default 1.0)\n"
+    "  --oob I            out-of-band report interval; 0: per-call reports\n"
+    "                     only (default 0)\n"
+    "  --delay D          out-of-band report delay (default 0.01)\n"
+    "  --max-age A        maxReportAge (default 10)\n"
+    "  --duration T       simulated time after warm-up (default 200)\n"
+    "  --warmup T         simulated time not measured (default 20)\n"
+    "  --seed S           (default 1)\n"
+    "  --csv              one CSV row per mode\n";
+
+// ---------------------------------------------------------------------------
+// Options
+
+struct FleetOptions {
+  uint64_t clients = 100;
+  uint64_t calls = 2;
+  uint64_t backends = 50;
+  std::vector<uint32_t> weights;
+  uint64_t factor = 150;
+  bool exponential = true;
+  double hot_share = 0.25;
+  uint64_t keys = 100000;
+  double zipf = 1.0;
+  double oob = 0.0;
+  double delay = 0.01;
+  double max_age = 10.0;
+  double duration = 200.0;
+  double warmup = 20.0;
+  uint64_t seed = 1;
+  bool csv = false;
+};
+
+bool ParseUint(const char* text, uint64_t min, uint64_t max, uint64_t* out) {
+  char* end = nullptr;
+  const uint64_t v = std::strtoull(text, &end, 10);
+  if (end == text || *end != '\0' || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseDouble(const char* text, double min, double max, double* out) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(v >= min && v <= max)) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseWeights(std::string_view text, std::vector<uint32_t>* out) {
+  out->clear();
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string item(text.substr(0, comma));
+    uint64_t w = 0;
+    if (!ParseUint(item.c_str(), 1, UINT32_MAX, &w)) return false;
+    out->push_back(static_cast<uint32_t>(w));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return !out->empty();
+}
+
+// nullopt: run; else the exit code (0 after --help, 2 for a bad option).
+std::optional<int> ParseFleetOptions(int argc, char** argv, FleetOptions* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kFleetUsage, stdout);
+      return 0;
+    }
+    if (arg == "--csv") {
+      o->csv = true;
+      continue;
+    }
+    const char* value = i + 1 < argc ? argv[++i] : "";
+    bool ok = false;
+    if (arg == "--clients") {
+      ok = ParseUint(value, 1, 10000, &o->clients);
+    } else if (arg == "--calls") {
+      ok = ParseUint(value, 1, 64, &o->calls);
+    } else if (arg == "--backends") {
+      ok = ParseUint(value, 1, 1000, &o->backends);
+    } else if (arg == "--weights") {
+      ok = ParseWeights(value, &o->weights);
+    } else if (arg == "--factor") {
+      ok = ParseUint(value, 100, 10000, &o->factor);
+    } else if (arg == "--call-time") {
+      ok = std::string_view(value) == "exp" ||
+           std::string_view(value) == "fixed";
+      o->exponential = std::string_view(value) == "exp";
+    } else if (arg == "--hot-share") {
+      ok = ParseDouble(value, 0.0, 1.0, &o->hot_share);
+    } else if (arg == "--keys") {
+      ok = ParseUint(value, 1, 10000000, &o->keys);
+    } else if (arg == "--zipf") {
+      ok = ParseDouble(value, 0.0, 5.0, &o->zipf);
+    } else if (arg == "--oob") {
+      ok = ParseDouble(value, 0.0, 1000.0, &o->oob);
+    } else if (arg == "--delay") {
+      ok = ParseDouble(value, 0.0, 1000.0, &o->delay);
+    } else if (arg == "--max-age") {
+      ok = ParseDouble(value, 1e-6, 1e9, &o->max_age);
+    } else if (arg == "--duration") {
+      ok = ParseDouble(value, 1.0, 1e6, &o->duration);
+    } else if (arg == "--warmup") {
+      ok = ParseDouble(value, 0.0, 1e6, &o->warmup);
+    } else if (arg == "--seed") {
+      ok = ParseUint(value, 0, UINT64_MAX, &o->seed);
+    }
+    if (!ok) {
+      std::fprintf(stderr, "poise-sim: bad --fleet option '%s %s'\n%s",
+                   argv[i - 1], value, kFleetUsage);
+      return 2;
+    }
+  }
+  if (o->weights.empty()) o->weights.assign(o->backends, 1);
+  if (o->weights.size() != o->backends) {
+    std::fprintf(stderr, "poise-sim: --weights has %zu weights for %" PRIu64
+                 " backends\n", o->weights.size(), o->backends);
+    return 2;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// The simulation
+
+enum class Mode { kLocal, kFleet, kIdeal };
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kLocal:
+      return "LOCAL";
+    case Mode::kFleet:
+      return "FLEET";
+    case Mode::kIdeal:
+      return "IDEAL";
+  }
+  return "?";
+}
+
+struct Outcome {
+  double peak = 0;      // max over time and backends of load / bound
+  double avg_max = 0;   // time average of the max over backends
+  double spill = 0;     // share of calls not on their key's READY owner
+  uint64_t calls = 0;   // calls started after warm-up
+  bool peak_within = true;  // every load <= 1.25 bound + 1
+};
+
+// One call's record in its client's recent history (out-of-band reports
+// count the client's own calls at the moment a report arrived).
+struct CallRecord {
+  uint32_t backend = 0;
+  double start = 0;
+  double end = HUGE_VAL;  // still in flight
+};
+
+struct Client {
+  std::vector<uint32_t> own;  // calls in flight per backend
+  uint64_t own_total = 0;
+  // The others' part of the latest per-call report per backend
+  // (fleet_load.h), and when it arrived (-inf: none).
+  std::vector<uint64_t> others;
+  std::vector<double> reported_at;
+  std::vector<double> phase;  // out-of-band stream phase per backend
+  std::vector<CallRecord> recent;  // ring
+  size_t next_record = 0;
+};
+
+struct EndEvent {
+  double time;
+  uint32_t client;
+  uint32_t backend;
+  size_t record;
+  bool operator>(const EndEvent& other) const { return time > other.time; }
+};
+
+class Fleet final {
+ public:
+  Fleet(const FleetOptions& options, Mode mode)
+      : o_(options),
+        mode_(mode),
+        rng_(options.seed),
+        policy_(BoundedLoadRendezvous::Create(
+                    static_cast<uint32_t>(options.factor))
+                    .value()) {
+    for (uint64_t b = 0; b < o_.backends; ++b) {
+      ids_.push_back("backend-" + std::to_string(b));
+    }
+    std::vector<Candidate> candidates;
+    for (size_t b = 0; b < ids_.size(); ++b) {
+      candidates.push_back({ids_[b], o_.weights[b], true});
+      total_weight_ += o_.weights[b];
+    }
+    auto table = std::make_shared<const poise::IdentityTable>(candidates);
+    prepared_ = std::make_unique<PreparedCandidates>(candidates, table);
+    for (size_t b = 0; b < ids_.size(); ++b) {
+      const Bound bound(static_cast<uint32_t>(o_.factor),
+                        o_.clients * o_.calls - 1, o_.weights[b],
+                        total_weight_);
+      global_bound_.push_back(static_cast<double>(bound.Capacity()));
+    }
+    // Zipf over the keys: the cumulative weights of ranks 1..M.
+    zipf_cdf_.resize(o_.keys);
+    double sum = 0;
+    for (uint64_t k = 0; k < o_.keys; ++k) {
+      sum += 1.0 / std::pow(static_cast<double>(k + 1), o_.zipf);
+      zipf_cdf_[k] = sum;
+    }
+    for (double& c : zipf_cdf_) c /= sum;
+    load_.assign(ids_.size(), 0);
+    history_.resize(ids_.size());
+    for (size_t b = 0; b < ids_.size(); ++b) history_[b].push_back({-1.0, 0});
+    clients_.resize(o_.clients);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (Client& c : clients_) {
+      c.own.assign(ids_.size(), 0);
+      c.others.assign(ids_.size(), 0);
+      c.reported_at.assign(ids_.size(), -HUGE_VAL);
+      c.recent.resize(64);
+      if (o_.oob > 0) {
+        c.phase.resize(ids_.size());
+        for (double& p : c.phase) p = unit(rng_) * o_.oob;
+      }
+    }
+  }
+
+  Outcome Run() {
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    // Every client starts its calls at random moments of the first call time.
+    for (uint32_t c = 0; c < clients_.size(); ++c) {
+      for (uint64_t k = 0; k < o_.calls; ++k) {
+        pending_starts_.push_back({unit(rng_), c, 0, 0});
+      }
+    }
+    std::sort(pending_starts_.begin(), pending_starts_.end(),
+              [](const EndEvent& a, const EndEvent& b) {
+                return a.time < b.time;
+              });
+    size_t next_start = 0;
+    const double end_time = o_.warmup + o_.duration;
+    double now = 0;
+    while (true) {
+      const bool start_next =
+          next_start < pending_starts_.size() &&
+          (ends_.empty() || pending_starts_[next_start].time < ends_.top().time);
+      const double t =
+          start_next ? pending_starts_[next_start].time : ends_.top().time;
+      if (t > end_time) break;
+      Advance(now, t);
+      now = t;
+      if (start_next) {
+        StartCall(pending_starts_[next_start++].client, now);
+        continue;
+      }
+      const EndEvent e = ends_.top();
+      ends_.pop();
+      EndCall(e, now);
+      StartCall(e.client, now);
+    }
+    Advance(now, end_time);
+    Outcome out = outcome_;
+    out.avg_max = measured_time_ > 0 ? area_ / measured_time_ : 0;
+    out.spill = out.calls > 0 ? static_cast<double>(spills_) /
+                                    static_cast<double>(out.calls)
+                              : 0;
+    return out;
+  }
+
+ private:
+  // The time between two events: the loads were constant.
+  void Advance(double from, double to) {
+    if (to <= o_.warmup) return;
+    const double start = std::max(from, o_.warmup);
+    area_ += MaxRatio() * (to - start);
+    measured_time_ += to - start;
+  }
+
+  double MaxRatio() const {
+    double max = 0;
+    for (size_t b = 0; b < load_.size(); ++b) {
+      max = std::max(max, static_cast<double>(load_[b]) / global_bound_[b]);
+    }
+    return max;
+  }
+
+  std::string NextKey() {
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    if (unit(rng_) < o_.hot_share) return "hot";
+    const auto it =
+        std::lower_bound(zipf_cdf_.begin(), zipf_cdf_.end(), unit(rng_));
+    const auto rank = static_cast<size_t>(it - zipf_cdf_.begin());
+    return "key-" + std::to_string(std::min(rank, zipf_cdf_.size() - 1));
+  }
+
+  // The backend's load at time t (the step function of its history).
+  uint64_t LoadAt(size_t b, double t) const {
+    const auto& h = history_[b];
+    auto it = std::upper_bound(
+        h.begin(), h.end(), t,
+        [](double v, const std::pair<double, uint64_t>& e) {
+          return v < e.first;
+        });
+    return it == h.begin() ? 0 : std::prev(it)->second;
+  }
+
+  static uint64_t OwnAt(const Client& c, size_t b, double t) {
+    uint64_t n = 0;
+    for (const CallRecord& r : c.recent) {
+      if (r.backend == b && r.start <= t && t < r.end) ++n;
+    }
+    return n;
+  }
+
+  // The others' part of client c's latest fresh report of backend b at
+  // `now`: the per-call one or the out-of-band one, whichever came last.
+  std::optional<uint64_t> FreshOthers(const Client& c, size_t b,
+                                      double now) const {
+    double at = c.reported_at[b];
+    uint64_t others = c.others[b];
+    if (o_.oob > 0) {
+      // The stream's last report sent by now - delay; the client's own
+      // calls counted as it arrived.
+      const double k = std::floor((now - o_.delay - c.phase[b]) / o_.oob);
+      const double sent = c.phase[b] + k * o_.oob;
+      const double arrived = sent + o_.delay;
+      if (k >= 0 && arrived > at) {
+        others = poise::router::OthersOf(LoadAt(b, sent), OwnAt(c, b, arrived));
+        at = arrived;
+      }
+    }
+    if (now - at > o_.max_age) return std::nullopt;
+    return others;
+  }
+
+  size_t Decide(uint32_t client, const std::string& key, double now) {
+    Client& c = clients_[client];
+    const size_t n = ids_.size();
+    estimate_.assign(n, 0);
+    uint64_t total = 0;
+    for (size_t b = 0; b < n; ++b) {
+      switch (mode_) {
+        case Mode::kLocal:
+          estimate_[b] = c.own[b];
+          break;
+        case Mode::kIdeal:
+          estimate_[b] = load_[b];
+          break;
+        case Mode::kFleet:
+          estimate_[b] =
+              poise::router::FleetEstimate(FreshOthers(c, b, now), c.own[b]);
+          break;
+      }
+      total += estimate_[b];
+    }
+    const auto read = [&](size_t b) { return estimate_[b]; };
+    const auto routed =
+        prepared_->RouteWithTotal(policy_, key, total, read, scratch_);
+    const PreparedCandidates::Routed& r = routed.value();
+    if (now >= o_.warmup) {
+      ++outcome_.calls;
+      if (r.spilled) ++spills_;
+    }
+    return r.selection;
+  }
+
+  void StartCall(uint32_t client, double now) {
+    const std::string key = NextKey();
+    const size_t b = Decide(client, key, now);
+    Client& c = clients_[client];
+    ++c.own[b];
+    ++c.own_total;
+    ++load_[b];
+    history_[b].push_back({now, load_[b]});
+    if (now >= o_.warmup) {
+      const double ratio = static_cast<double>(load_[b]) / global_bound_[b];
+      outcome_.peak = std::max(outcome_.peak, ratio);
+      if (static_cast<double>(load_[b]) > 1.25 * global_bound_[b] + 1) {
+        outcome_.peak_within = false;
+      }
+    }
+    std::exponential_distribution<double> exp(1.0);
+    const double length = o_.exponential ? exp(rng_) : 1.0;
+    const size_t record = c.next_record;
+    c.next_record = (c.next_record + 1) % c.recent.size();
+    c.recent[record] = {static_cast<uint32_t>(b), now, HUGE_VAL};
+    ends_.push({now + length, client, static_cast<uint32_t>(b), record});
+  }
+
+  void EndCall(const EndEvent& e, double now) {
+    Client& c = clients_[e.client];
+    const size_t b = e.backend;
+    // The per-call report: the backend's count as the call ends (the call
+    // itself still counted), against the client's own then (also with it).
+    c.others[b] = poise::router::OthersOf(load_[b], c.own[b]);
+    c.reported_at[b] = now;
+    --c.own[b];
+    --c.own_total;
+    --load_[b];
+    history_[b].push_back({now, load_[b]});
+    CallRecord& r = c.recent[e.record];
+    if (r.backend == e.backend && r.end == HUGE_VAL) r.end = now;
+  }
+
+  const FleetOptions& o_;
+  const Mode mode_;
+  std::mt19937_64 rng_;
+  const BoundedLoadRendezvous policy_;
+  std::vector<std::string> ids_;
+  uint64_t total_weight_ = 0;
+  std::unique_ptr<PreparedCandidates> prepared_;
+  std::vector<double> global_bound_;
+  std::vector<double> zipf_cdf_;
+  std::vector<uint64_t> load_;
+  std::vector<std::vector<std::pair<double, uint64_t>>> history_;
+  std::vector<Client> clients_;
+  std::vector<EndEvent> pending_starts_;
+  std::priority_queue<EndEvent, std::vector<EndEvent>, std::greater<>> ends_;
+  poise::DecisionScratch scratch_;
+  std::vector<uint64_t> estimate_;
+  Outcome outcome_;
+  uint64_t spills_ = 0;
+  double area_ = 0;
+  double measured_time_ = 0;
+};
+
+}  // namespace
+
+int RunFleet(int argc, char** argv) {
+  FleetOptions o;
+  if (const std::optional<int> exit = ParseFleetOptions(argc, argv, &o)) {
+    return *exit;
+  }
+  const double bound = [&] {
+    uint64_t w = 0;
+    for (uint32_t x : o.weights) w += x;
+    return static_cast<double>(
+        Bound(static_cast<uint32_t>(o.factor), o.clients * o.calls - 1,
+              *std::max_element(o.weights.begin(), o.weights.end()), w)
+            .Capacity());
+  }();
+  if (o.csv) {
+    std::printf(
+        "mode,clients,calls,backends,oob,bound,peak,avg_max,peak_ratio,"
+        "avg_max_ratio,spill,owner_share,peak_within\n");
+  } else {
+    std::printf("%" PRIu64 " clients x %" PRIu64 " calls, %" PRIu64
+                " backends, f = %" PRIu64 ", hot share %.2f, %s calls, %s;"
+                " global bound %.0f\n",
+                o.clients, o.calls, o.backends, o.factor, o.hot_share,
+                o.exponential ? "exponential" : "fixed",
+                o.oob > 0 ? "per-call and out-of-band reports"
+                          : "per-call reports only",
+                bound);
+    std::printf("%-6s %8s %8s %10s %10s %7s %12s\n", "mode", "peak",
+                "avg max", "peak/B", "avg max/B", "spill", "owner share");
+  }
+  for (const Mode mode : {Mode::kLocal, Mode::kFleet, Mode::kIdeal}) {
+    Fleet fleet(o, mode);
+    const Outcome out = fleet.Run();
+    if (o.csv) {
+      std::printf("%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64
+                  ",%g,%.0f,%.2f,%.2f,%.3f,%.3f,%.4f,%.4f,%d\n",
+                  ModeName(mode), o.clients, o.calls, o.backends, o.oob,
+                  bound, out.peak * bound, out.avg_max * bound, out.peak,
+                  out.avg_max, out.spill, 1 - out.spill,
+                  out.peak_within ? 1 : 0);
+    } else {
+      std::printf("%-6s %8.1f %8.2f %10.2f %10.3f %6.1f%% %11.1f%%\n",
+                  ModeName(mode), out.peak * bound, out.avg_max * bound,
+                  out.peak, out.avg_max, 100 * out.spill,
+                  100 * (1 - out.spill));
+    }
+  }
+  return 0;
+}
+
+}  // namespace poise_sim
