@@ -91,6 +91,10 @@ struct BackendStats {
   uint64_t picks = 0;           // calls routed here
   uint64_t spilled_in = 0;      // of those, calls whose key's owner was full
   uint64_t retried_in = 0;      // of those, retries (attempt 2 and later)
+  // serverLoad: the calls in flight the backend last reported (over every
+  // client) and that report's age in milliseconds; -1: no report yet.
+  uint64_t reported_load = 0;
+  int64_t report_age_ms = -1;
 };
 
 struct ChannelStats {
@@ -108,7 +112,15 @@ struct ChannelStats {
   // in that scope, to any backend: the L of the bounds.
   std::string load_scope;
   uint64_t scope_in_flight = 0;
-  uint64_t scope_peak_in_flight = 0;   // the highest scope_in_flight so far
+  uint64_t scope_peak_in_flight = 0;  // the highest scope_in_flight so far
+  // serverLoad (docs/fleet-bounds.md): whether it is on; the backends'
+  // reports taken (per call and out of band) and refused (a value no backend
+  // can report: negative, NaN, past 2^40); bounded picks that counted only
+  // this client's calls for some READY backend, having no fresh report of it.
+  bool server_load = false;
+  uint64_t load_reports = 0;
+  uint64_t refused_load_reports = 0;
+  uint64_t picks_without_some_report = 0;
   std::vector<BackendStats> backends;  // the current address list, in order
 };
 

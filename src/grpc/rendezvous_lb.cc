@@ -40,6 +40,7 @@
 #include "src/grpc/rendezvous_config.h"
 #include "src/grpc/rendezvous_picker.h"
 #include "src/grpc/rendezvous_trace.h"
+#include "src/grpc/server_load.h"
 #include "src/grpc/slow_start_clock.h"
 #include "src/grpc/slow_start_timer.h"
 #include "src/router/backend_set.h"
@@ -167,6 +168,10 @@ class RendezvousLb final : public LoadBalancingPolicy {
     bool removed() const { return watcher_ == nullptr; }
     void StartWatchingLocked(RefCountedPtr<RendezvousLb> policy);
     void ShutdownLocked();
+    // serverLoad: out-of-band reports into `cell` (null: ignored), the
+    // stream opened at the first call with a nonzero interval.
+    void RouteLoadReportsLocked(const RendezvousLb& policy,
+                                std::shared_ptr<router::BackendCell> cell);
 
     size_t index = 0;  // in set_.backends(), states_ and backends_
 
@@ -174,6 +179,7 @@ class RendezvousLb final : public LoadBalancingPolicy {
     class Watcher;
 
     RefCountedPtr<SubchannelInterface> subchannel_;
+    std::shared_ptr<OobReportSink> oob_sink_;  // set once the stream is open
     SubchannelInterface::ConnectivityStateWatcherInterface* watcher_ = nullptr;
   };
 
@@ -255,6 +261,28 @@ void RendezvousLb::BackendSubchannel::ShutdownLocked() {
     subchannel_->CancelConnectivityStateWatch(watcher_);
     watcher_ = nullptr;
   }
+  // gRPC 1.51 cannot remove the stream's watcher: its reports are dropped.
+  if (oob_sink_ != nullptr) oob_sink_->Set(nullptr, {});
+}
+
+void RendezvousLb::BackendSubchannel::RouteLoadReportsLocked(
+    const RendezvousLb& policy, std::shared_ptr<router::BackendCell> cell) {
+  const std::optional<router::ServerLoadConfig>& server_load =
+      policy.config_->config()->server_load;
+  const bool wanted = policy.bounded_ && server_load.has_value() &&
+                      server_load->out_of_band_interval > absl::ZeroDuration();
+  if (oob_sink_ == nullptr) {
+    if (!wanted) return;
+    oob_sink_ = std::make_shared<OobReportSink>(policy.stats_, &policy);
+    subchannel_->AddDataWatcher(MakeOobLoadReportWatcher(
+        grpc_core::Duration::Milliseconds(
+            absl::ToInt64Milliseconds(server_load->out_of_band_interval)),
+        oob_sink_));
+  }
+  // An interval changed later keeps the stream's first one (1.51 cannot
+  // remove a data watcher); serverLoad turned off drops its reports.
+  oob_sink_->Set(wanted ? std::move(cell) : nullptr,
+                 wanted ? server_load->metric : std::string());
 }
 
 RendezvousLb::RendezvousLb(Args args, bool bounded)
@@ -370,6 +398,9 @@ router::BackendSet::UpdateReport RendezvousLb::UpdateBackendsLocked(
       set_.Update(resolved.entries, *config_->config(), admit);
   for (auto& gone : previous) {
     if (gone != nullptr) gone->ShutdownLocked();
+  }
+  for (size_t i = 0; i < backends_.size(); ++i) {
+    backends_[i]->RouteLoadReportsLocked(*this, set_.backends()[i].cell);
   }
   return report;
 }

@@ -9,6 +9,7 @@
 #include "absl/types/optional.h"
 #include "poise/in_flight.h"
 #include "src/grpc/rendezvous_trace.h"
+#include "src/grpc/server_load.h"
 
 namespace poise::grpc_lb {
 
@@ -31,6 +32,44 @@ class CallTracker final
   InFlightGuard slot_;
 };
 
+// serverLoad: also takes the backend's report from the call's trailer, with
+// this client's count still holding the call (the backend counted it too).
+class ReportingCallTracker final
+    : public LoadBalancingPolicy::SubchannelCallTrackerInterface {
+ public:
+  ReportingCallTracker(InFlightGuard slot,
+                       std::shared_ptr<router::BackendCell> cell,
+                       std::shared_ptr<const router::Config> config,
+                       std::shared_ptr<router::PolicyStats> stats,
+                       const void* policy)
+      : slot_(std::move(slot)),
+        cell_(std::move(cell)),
+        config_(std::move(config)),
+        stats_(std::move(stats)),
+        policy_(policy) {}
+
+  void Start() override {}
+  void Finish(FinishArgs args) override {
+    // Parsed here, lazily: only calls whose server sent the trailer pay.
+    const grpc_core::BackendMetricData* data =
+        args.backend_metric_accessor == nullptr
+            ? nullptr
+            : args.backend_metric_accessor->GetBackendMetricData();
+    if (data != nullptr) {
+      TakeLoadReport(*data, config_->server_load->metric, *cell_, *stats_,
+                     policy_);
+    }
+    slot_.Release();
+  }
+
+ private:
+  InFlightGuard slot_;
+  const std::shared_ptr<router::BackendCell> cell_;
+  const std::shared_ptr<const router::Config> config_;
+  const std::shared_ptr<router::PolicyStats> stats_;
+  const void* const policy_;
+};
+
 }  // namespace
 
 RendezvousPicker::RendezvousPicker(
@@ -41,6 +80,10 @@ RendezvousPicker::RendezvousPicker(
     const std::vector<uint32_t>& effective_weights)
     : policy_(policy),
       header_(config->hash_header),
+      reporting_config_(config->bounded && config->server_load.has_value()
+                            ? config
+                            : nullptr),
+      stats_(stats),
       router_(config, std::move(list), states, std::move(stats),
               effective_weights),
       subchannels_(std::move(subchannels)) {}
@@ -69,6 +112,14 @@ RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
     const grpc_core::RefCountedPtr<grpc_core::SubchannelInterface>& subchannel =
         subchannels_[c->backend];
     if (!c->slot.held()) return PickResult::Complete(subchannel);
+    if (reporting_config_ != nullptr) {
+      // NOLINTNEXTLINE(clang-analyzer-cplusplus.NewDeleteLeaks): as below
+      return PickResult::Complete(
+          subchannel,
+          std::make_unique<ReportingCallTracker>(
+              std::move(c->slot), router_.backends()[c->backend].cell,
+              reporting_config_, stats_, policy_));
+    }
     // The tracker is owned by the returned PickResult; the analyzer loses
     // it in absl::variant's move.
     // NOLINTNEXTLINE(clang-analyzer-cplusplus.NewDeleteLeaks)

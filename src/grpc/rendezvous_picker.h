@@ -54,6 +54,9 @@ class RendezvousPicker final
 
   const void* policy_;
   const std::string header_;
+  // serverLoad: the config its trackers read the metric from; else null.
+  const std::shared_ptr<const router::Config> reporting_config_;
+  const std::shared_ptr<router::PolicyStats> stats_;
   const router::Picker router_;
   const Subchannels subchannels_;
 };

@@ -20,6 +20,7 @@
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
 #include "src/router/config.h"
+#include "src/router/fleet_load.h"
 #include "src/router/load_scope.h"
 
 namespace poise::router {
@@ -55,6 +56,8 @@ class BackendCell final {
   std::atomic<uint64_t> picks{0};
   std::atomic<uint64_t> spilled_in{0};
   std::atomic<uint64_t> retried_in{0};
+  // serverLoad: the backend's latest report of its calls in flight.
+  ReportSlot report;
 
  private:
   // What `in_flight` counts into: the scope (own_'s total) or the shared

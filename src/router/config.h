@@ -76,6 +76,25 @@ struct SlowStartConfig {
   }
 };
 
+// serverLoad: bounds from the backends' own reports of their calls in
+// flight (ORCA), so they hold across a fleet of clients
+// (src/router/fleet_load.h).
+struct ServerLoadConfig {
+  static constexpr absl::Duration kMaxDuration = absl::Hours(1);
+  std::string metric = "rif";  // the OrcaLoadReport.utilization key to read
+  // How often a backend is asked for a report out of band (StreamCoreMetrics);
+  // zero: per-call reports only.
+  absl::Duration out_of_band_interval = absl::Milliseconds(100);
+  // A report older than this is ignored (the backend counts only this
+  // client's calls, as without serverLoad).
+  absl::Duration max_report_age = absl::Seconds(1);
+  bool operator==(const ServerLoadConfig& other) const {
+    return metric == other.metric &&
+           out_of_band_interval == other.out_of_band_interval &&
+           max_report_age == other.max_report_age;
+  }
+};
+
 struct Config {
   static constexpr uint32_t kDefaultBalanceFactorPercent = 150;
 
@@ -89,6 +108,7 @@ struct Config {
   RetryRouting retry_routing = RetryRouting::kNextChoice;
   std::optional<SlowStartConfig> slow_start;  // nullopt: off
   LoadScopeKind load_scope = LoadScopeKind::kChannel;
+  std::optional<ServerLoadConfig> server_load;  // nullopt: off
 
   // Whether calls hold an in-flight slot: the bounded policy reads the loads,
   // a hard limit counts against them.

@@ -19,7 +19,7 @@ std::optional<uint64_t> ReportedCount(double value) {
 }
 
 int64_t FleetNowNs() {
-  if (int64_t (*now)() = test_clock.load(std::memory_order_acquire)) {
+  if (int64_t(*now)() = test_clock.load(std::memory_order_acquire)) {
     return now();
   }
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

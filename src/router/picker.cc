@@ -67,6 +67,10 @@ Picker::Picker(std::shared_ptr<const Config> config,
       track_load_(config_->tracks_load()),
       limit_(config_->max_in_flight_per_backend.value_or(
           InFlightCounter::kNoLimit)),
+      fleet_(config_->bounded && config_->server_load.has_value()),
+      max_report_age_ns_(fleet_ ? absl::ToInt64Nanoseconds(
+                                      config_->server_load->max_report_age)
+                                : 0),
       // A validated factor is at least the minimum; the default otherwise.
       bounded_policy_(
           BoundedLoadRendezvous::Create(config_->balance_factor_percent)
@@ -88,6 +92,7 @@ Picker::Picker(std::shared_ptr<const Config> config,
     if (c.eligible) fits &= !__builtin_add_overflow(w, uint64_t{c.weight}, &w);
   }
   ready_weight_ = fits ? w : 0;
+  stats_->server_load.store(fleet_, std::memory_order_relaxed);
   counters_.reserve(list_->backends.size());
   pending_.reserve(list_->backends.size());
   for (size_t i = 0; i < list_->backends.size(); ++i) {
@@ -142,6 +147,7 @@ PickOutcome Picker::PickUnbounded(std::string_view key) const {
 }
 
 PickOutcome Picker::PickBounded(std::string_view key) const {
+  if (fleet_) return PickFleetBounded(key);
   for (int race = 0;; ++race) {
     // Bounds from the scope's total: the decision reads only the counters
     // of the candidates it visits in the key's order (each a cold cache
@@ -183,6 +189,47 @@ PickOutcome Picker::PickBounded(std::string_view key) const {
 }
 
 // ---------------------------------------------------------------------------
+// serverLoad (P7)
+
+const std::vector<uint64_t>& Picker::FleetLoads(uint64_t* total) const {
+  thread_local std::vector<uint64_t> loads;
+  const std::vector<Candidate>& candidates = ready_.candidates();
+  loads.assign(candidates.size(), 0);
+  const int64_t now_ns = FleetNowNs();
+  uint64_t sum = 0;
+  bool without_report = false;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!candidates[i].eligible) continue;
+    const std::optional<uint64_t> others =
+        list_->backends[i].cell->report.FreshOthers(now_ns, max_report_age_ns_);
+    without_report |= !others.has_value();
+    loads[i] = FleetEstimate(others, counters_[i]->Load());
+    // Each report is below 2^40: the sum stays far below 2^64 for any
+    // list a channel can hold.
+    sum += loads[i];
+  }
+  if (without_report) {
+    stats_->picks_without_some_report.fetch_add(1, std::memory_order_relaxed);
+  }
+  *total = sum;
+  return loads;
+}
+
+PickOutcome Picker::PickFleetBounded(std::string_view key) const {
+  uint64_t total = 0;
+  const std::vector<uint64_t>& loads = FleetLoads(&total);
+  // T is the loads' sum: some READY backend always has room (f >= 100).
+  const Result<PreparedCandidates::Routed> routed = ready_.RouteWithTotal(
+      bounded_policy_, key, total, [&loads](size_t i) { return loads[i]; },
+      Scratch());
+  if (!routed.ok()) return Fail(RouteError(routed.error()));
+  const PreparedCandidates::Routed& d = routed.value();
+  InFlightGuard slot = TryAcquire(d.selection);
+  if (slot.held()) return Complete(d.selection, d.spilled, std::move(slot));
+  return PickWithinLimit(key, d.affinity);
+}
+
+// ---------------------------------------------------------------------------
 // The cold paths
 
 PickOutcome Picker::Fail(absl::Status status) const {
@@ -215,13 +262,16 @@ PickOutcome Picker::PickWithinLimit(std::string_view key,
                                     size_t affinity) const {
   thread_local std::vector<Candidate> candidates;
   candidates = ready_.candidates();
+  uint64_t unused_total = 0;
+  const std::vector<uint64_t>* fleet =
+      fleet_ ? &FleetLoads(&unused_total) : nullptr;
   for (;;) {
     LeaveOutBackendsAtTheLimit(candidates);
     size_t selection;
     if (bounded_) {
       const Result<Decision> d = bounded_policy_.Decide(
           key, candidates, ready_.table(),
-          [this](size_t i) { return counters_[i]->Load(); }, Scratch());
+          [this, fleet](size_t i) { return LoadOf(i, fleet); }, Scratch());
       if (!d.ok()) break;
       selection = d.value().selection;
     } else {
@@ -285,6 +335,9 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
   const bool limited = limit_ != InFlightCounter::kNoLimit;
   thread_local std::vector<Candidate> candidates;
   candidates = ready_.candidates();
+  uint64_t unused_total = 0;
+  const std::vector<uint64_t>* fleet =
+      fleet_ ? &FleetLoads(&unused_total) : nullptr;
   bool left_out = false;  // some READY backend was at the limit
   for (;;) {
     if (limited) left_out |= LeaveOutBackendsAtTheLimit(candidates);
@@ -292,7 +345,7 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
     if (bounded_) {
       const Result<Decision> d = bounded_policy_.DecideNth(
           key, candidates, ready_.table(),
-          [this](size_t i) { return counters_[i]->Load(); }, n, Scratch());
+          [this, fleet](size_t i) { return LoadOf(i, fleet); }, n, Scratch());
       chosen = d.ok() ? Result<size_t>(d.value().selection)
                       : Result<size_t>(d.error());
     } else {

@@ -116,6 +116,12 @@ struct PickOutcome {
 //      as the sum of the READY backends' loads, which they read anyway.
 //      SAME_OWNER routes it like a first attempt. Every completed retry counts
 //      in PolicyStats::retries and the backend's retried_in.
+//   P7. serverLoad (bounded_load_rendezvous): P3, P4 and P6 compare the
+//      fleet's loads (src/router/fleet_load.h) instead of the scope's: a
+//      READY backend's load is the others' calls as it last reported them
+//      plus the scope's own now (only the scope's own without a fresh
+//      report), and L is the sum of those loads. The slot is not held to
+//      the bound (the others' part is an estimate); P4's limit still is.
 class Picker final {
  public:
   // `states[i]` is the state of list->backends[i]; `config` passed
@@ -146,6 +152,16 @@ class Picker final {
   // P3 (and P4) without P2: also for a random key.
   PickOutcome PickUnbounded(std::string_view key) const;
   PickOutcome PickBounded(std::string_view key) const;
+  // P7: PickBounded over the fleet's loads.
+  PickOutcome PickFleetBounded(std::string_view key) const;
+  // The fleet's load of every READY backend, by index (0 for the others),
+  // and L, their sum; counts a pick without some report.
+  const std::vector<uint64_t>& FleetLoads(uint64_t* total) const;
+  // Backend i's load in P4 and P6: the scope's, or under serverLoad the
+  // fleet's (`fleet` from FleetLoads, else unused).
+  uint64_t LoadOf(size_t i, const std::vector<uint64_t>* fleet) const {
+    return fleet != nullptr ? (*fleet)[i] : counters_[i]->Load();
+  }
   PickOutcome Complete(size_t index, bool spilled, InFlightGuard slot) const;
   // A slot on backend `index`'s counter unless it is at the limit (0: none).
   // The guard keeps the counter alive.
@@ -175,6 +191,9 @@ class Picker final {
   const bool bounded_;
   const bool track_load_;
   const uint64_t limit_;  // maxInFlightPerBackend; 0: none
+  // serverLoad (P7): on, and its maxReportAge.
+  const bool fleet_;
+  const int64_t max_report_age_ns_;
   const BoundedLoadRendezvous bounded_policy_;
   // The load scope's calls in flight: L of every bound (P3).
   const InFlightCounter* const scope_total_;

@@ -26,6 +26,13 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
   out.missing_key = missing_key.load(std::memory_order_relaxed);
   out.failed_picks = failed_picks.load(std::memory_order_relaxed);
   out.retries = retries.load(std::memory_order_relaxed);
+  out.server_load = server_load.load(std::memory_order_relaxed);
+  out.load_reports = load_reports.load(std::memory_order_relaxed);
+  out.refused_load_reports =
+      refused_load_reports.load(std::memory_order_relaxed);
+  out.picks_without_some_report =
+      picks_without_some_report.load(std::memory_order_relaxed);
+  const int64_t now_ns = FleetNowNs();
   std::shared_ptr<const BackendList> backends;
   std::vector<uint32_t> effective;
   uint32_t scale = 1;
@@ -55,6 +62,11 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
     s.picks = b.cell->picks.load(std::memory_order_relaxed);
     s.spilled_in = b.cell->spilled_in.load(std::memory_order_relaxed);
     s.retried_in = b.cell->retried_in.load(std::memory_order_relaxed);
+    const int64_t received = b.cell->report.received_ns();
+    if (received != ReportSlot::kNever) {
+      s.reported_load = b.cell->report.last_reported();
+      s.report_age_ms = (now_ns - received) / 1000000;
+    }
     out.backends.push_back(std::move(s));
   }
   return out;

@@ -27,6 +27,11 @@ class PolicyStats final {
   std::atomic<uint64_t> missing_key{0};
   std::atomic<uint64_t> failed_picks{0};
   std::atomic<uint64_t> retries{0};  // completed picks of retries (P6)
+  // serverLoad (fleet_load.h).
+  std::atomic<bool> server_load{false};
+  std::atomic<uint64_t> load_reports{0};
+  std::atomic<uint64_t> refused_load_reports{0};
+  std::atomic<uint64_t> picks_without_some_report{0};
 
   // Publishes `backends` (null: none) as the current list.
   void SetBackends(std::shared_ptr<const BackendList> backends) {

@@ -167,8 +167,10 @@ std::optional<int> ParseFleetOptions(int argc, char** argv, FleetOptions* o) {
   }
   if (o->weights.empty()) o->weights.assign(o->backends, 1);
   if (o->weights.size() != o->backends) {
-    std::fprintf(stderr, "poise-sim: --weights has %zu weights for %" PRIu64
-                 " backends\n", o->weights.size(), o->backends);
+    std::fprintf(stderr,
+                 "poise-sim: --weights has %zu weights for %" PRIu64
+                 " backends\n",
+                 o->weights.size(), o->backends);
     return 2;
   }
   return std::nullopt;
@@ -192,10 +194,10 @@ const char* ModeName(Mode mode) {
 }
 
 struct Outcome {
-  double peak = 0;      // max over time and backends of load / bound
-  double avg_max = 0;   // time average of the max over backends
-  double spill = 0;     // share of calls not on their key's READY owner
-  uint64_t calls = 0;   // calls started after warm-up
+  double peak = 0;          // max over time and backends of load / bound
+  double avg_max = 0;       // time average of the max over backends
+  double spill = 0;         // share of calls not on their key's READY owner
+  uint64_t calls = 0;       // calls started after warm-up
   bool peak_within = true;  // every load <= 1.25 bound + 1
 };
 
@@ -214,7 +216,7 @@ struct Client {
   // (fleet_load.h), and when it arrived (-inf: none).
   std::vector<uint64_t> others;
   std::vector<double> reported_at;
-  std::vector<double> phase;  // out-of-band stream phase per backend
+  std::vector<double> phase;       // out-of-band stream phase per backend
   std::vector<CallRecord> recent;  // ring
   size_t next_record = 0;
 };
@@ -233,9 +235,9 @@ class Fleet final {
       : o_(options),
         mode_(mode),
         rng_(options.seed),
-        policy_(BoundedLoadRendezvous::Create(
-                    static_cast<uint32_t>(options.factor))
-                    .value()) {
+        policy_(
+            BoundedLoadRendezvous::Create(static_cast<uint32_t>(options.factor))
+                .value()) {
     for (uint64_t b = 0; b < o_.backends; ++b) {
       ids_.push_back("backend-" + std::to_string(b));
     }
@@ -285,17 +287,17 @@ class Fleet final {
         pending_starts_.push_back({unit(rng_), c, 0, 0});
       }
     }
-    std::sort(pending_starts_.begin(), pending_starts_.end(),
-              [](const EndEvent& a, const EndEvent& b) {
-                return a.time < b.time;
-              });
+    std::sort(
+        pending_starts_.begin(), pending_starts_.end(),
+        [](const EndEvent& a, const EndEvent& b) { return a.time < b.time; });
     size_t next_start = 0;
     const double end_time = o_.warmup + o_.duration;
     double now = 0;
     while (true) {
       const bool start_next =
           next_start < pending_starts_.size() &&
-          (ends_.empty() || pending_starts_[next_start].time < ends_.top().time);
+          (ends_.empty() ||
+           pending_starts_[next_start].time < ends_.top().time);
       const double t =
           start_next ? pending_starts_[next_start].time : ends_.top().time;
       if (t > end_time) break;
@@ -348,11 +350,11 @@ class Fleet final {
   // The backend's load at time t (the step function of its history).
   uint64_t LoadAt(size_t b, double t) const {
     const auto& h = history_[b];
-    auto it = std::upper_bound(
-        h.begin(), h.end(), t,
-        [](double v, const std::pair<double, uint64_t>& e) {
-          return v < e.first;
-        });
+    auto it =
+        std::upper_bound(h.begin(), h.end(), t,
+                         [](double v, const std::pair<double, uint64_t>& e) {
+                           return v < e.first;
+                         });
     return it == h.begin() ? 0 : std::prev(it)->second;
   }
 
@@ -497,15 +499,16 @@ int RunFleet(int argc, char** argv) {
         "avg_max_ratio,spill,owner_share,peak_within\n");
   } else {
     std::printf("%" PRIu64 " clients x %" PRIu64 " calls, %" PRIu64
-                " backends, f = %" PRIu64 ", hot share %.2f, %s calls, %s;"
+                " backends, f = %" PRIu64
+                ", hot share %.2f, %s calls, %s;"
                 " global bound %.0f\n",
                 o.clients, o.calls, o.backends, o.factor, o.hot_share,
                 o.exponential ? "exponential" : "fixed",
                 o.oob > 0 ? "per-call and out-of-band reports"
                           : "per-call reports only",
                 bound);
-    std::printf("%-6s %8s %8s %10s %10s %7s %12s\n", "mode", "peak",
-                "avg max", "peak/B", "avg max/B", "spill", "owner share");
+    std::printf("%-6s %8s %8s %10s %10s %7s %12s\n", "mode", "peak", "avg max",
+                "peak/B", "avg max/B", "spill", "owner share");
   }
   for (const Mode mode : {Mode::kLocal, Mode::kFleet, Mode::kIdeal}) {
     Fleet fleet(o, mode);
@@ -513,10 +516,9 @@ int RunFleet(int argc, char** argv) {
     if (o.csv) {
       std::printf("%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64
                   ",%g,%.0f,%.2f,%.2f,%.3f,%.3f,%.4f,%.4f,%d\n",
-                  ModeName(mode), o.clients, o.calls, o.backends, o.oob,
-                  bound, out.peak * bound, out.avg_max * bound, out.peak,
-                  out.avg_max, out.spill, 1 - out.spill,
-                  out.peak_within ? 1 : 0);
+                  ModeName(mode), o.clients, o.calls, o.backends, o.oob, bound,
+                  out.peak * bound, out.avg_max * bound, out.peak, out.avg_max,
+                  out.spill, 1 - out.spill, out.peak_within ? 1 : 0);
     } else {
       std::printf("%-6s %8.1f %8.2f %10.2f %10.3f %6.1f%% %11.1f%%\n",
                   ModeName(mode), out.peak * bound, out.avg_max * bound,
