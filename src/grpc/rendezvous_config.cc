@@ -138,6 +138,53 @@ struct JsonSlowStart {
   }
 };
 
+// "serverLoad": {"metric": "rif", "outOfBandInterval": "0.1s",
+// "maxReportAge": "1s"}; every member optional.
+struct JsonServerLoad {
+  absl::optional<std::string> metric;
+  absl::optional<grpc_core::Duration> out_of_band_interval;
+  absl::optional<grpc_core::Duration> max_report_age;
+
+  static const grpc_core::JsonLoaderInterface* JsonLoader(
+      const JsonArgs& /*args*/) {
+    static const auto* loader =
+        grpc_core::JsonObjectLoader<JsonServerLoad>()
+            .OptionalField("metric", &JsonServerLoad::metric)
+            .OptionalField("outOfBandInterval",
+                           &JsonServerLoad::out_of_band_interval)
+            .OptionalField("maxReportAge", &JsonServerLoad::max_report_age)
+            .Finish();
+    return loader;
+  }
+  void JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
+                    ValidationErrors* errors) const {
+    RejectUnknownFields(json, {"metric", "outOfBandInterval", "maxReportAge"},
+                        "metric, outOfBandInterval, maxReportAge", errors);
+    // gRPC's Duration keeps whole milliseconds: "0.0005s" would load as 0s,
+    // silently turning the out-of-band reports off.
+    if (out_of_band_interval == grpc_core::Duration::Zero() &&
+        json.object_value()
+                .at("outOfBandInterval")
+                .string_value()
+                .find_first_of("123456789") != std::string::npos) {
+      ValidationErrors::ScopedField field(errors, ".outOfBandInterval");
+      errors->AddError(router::kOutOfBandIntervalRule);
+    }
+  }
+  router::ServerLoadConfig ToConfig() const {
+    router::ServerLoadConfig out;
+    if (metric.has_value()) out.metric = *metric;
+    if (out_of_band_interval.has_value()) {
+      out.out_of_band_interval =
+          absl::Milliseconds(out_of_band_interval->millis());
+    }
+    if (max_report_age.has_value()) {
+      out.max_report_age = absl::Milliseconds(max_report_age->millis());
+    }
+    return out;
+  }
+};
+
 struct JsonConfig {
   std::string hash_header;
   absl::optional<uint32_t> balance_factor_percent;
@@ -148,6 +195,7 @@ struct JsonConfig {
   absl::optional<std::string> retry_routing;
   absl::optional<JsonSlowStart> slow_start;
   absl::optional<std::string> load_scope;
+  absl::optional<JsonServerLoad> server_load;
 
   router::Config config;  // the result, made by JsonPostLoad
 
@@ -166,6 +214,7 @@ struct JsonConfig {
             .OptionalField("retryRouting", &JsonConfig::retry_routing)
             .OptionalField("slowStart", &JsonConfig::slow_start)
             .OptionalField("loadScope", &JsonConfig::load_scope)
+            .OptionalField("serverLoad", &JsonConfig::server_load)
             .Finish();
     return loader;
   }
@@ -197,19 +246,21 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
         json,
         {"hashHeader", "balanceFactorPercent", "endpoints", "defaultWeight",
          "missingKey", "maxInFlightPerBackend", "retryRouting", "slowStart",
-         "loadScope"},
+         "loadScope", "serverLoad"},
         "hashHeader, balanceFactorPercent, endpoints, "
         "defaultWeight, missingKey, maxInFlightPerBackend, retryRouting, "
-        "slowStart, loadScope",
+        "slowStart, loadScope, serverLoad",
         errors);
   } else {
+    // serverLoad is loaded here too, for rule C8's message on it.
     RejectUnknownFields(
         json,
         {"hashHeader", "endpoints", "defaultWeight", "missingKey",
-         "maxInFlightPerBackend", "retryRouting", "slowStart", "loadScope"},
+         "maxInFlightPerBackend", "retryRouting", "slowStart", "loadScope",
+         "serverLoad"},
         "hashHeader, endpoints, defaultWeight, missingKey, "
         "maxInFlightPerBackend, retryRouting, slowStart, loadScope; "
-        "balanceFactorPercent belongs to "
+        "balanceFactorPercent and serverLoad belong to "
         "bounded_load_rendezvous",
         errors);
   }
@@ -236,6 +287,7 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
   if (slow_start.has_value()) config.slow_start = slow_start->ToConfig();
   ParseSpelling(load_scope, router::ParseLoadScope, ".loadScope",
                 router::kLoadScopeRule, config.load_scope, errors);
+  if (server_load.has_value()) config.server_load = server_load->ToConfig();
   AddRuleErrors(router::NormalizeAndValidate(config), errors);
 }
 

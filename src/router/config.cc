@@ -161,7 +161,47 @@ void CheckEndpointsUnique(const std::vector<EndpointConfig>& endpoints,
   }
 }
 
+// C8. serverLoad, on the bounded policy.
+void CheckServerLoad(const ServerLoadConfig& load,
+                     std::vector<ConfigError>& errors) {
+  using Limits = ServerLoadConfig;
+  const std::string& metric = load.metric;
+  if (metric.empty() || metric.size() > Limits::kMaxMetricLength ||
+      !std::all_of(metric.begin(), metric.end(),
+                   [](char c) { return c > ' ' && c <= '~'; })) {
+    errors.push_back({"serverLoad.metric",
+                      "must be 1 to 64 printable ASCII characters without "
+                      "spaces (an OrcaLoadReport.utilization key, like "
+                      "\"rif\")"});
+  }
+  const absl::Duration interval = load.out_of_band_interval;
+  const bool interval_valid = interval == absl::ZeroDuration() ||
+                              (interval >= Limits::kMinOutOfBandInterval &&
+                               interval <= Limits::kMaxDuration);
+  if (!interval_valid) {
+    errors.push_back({"serverLoad.outOfBandInterval", kOutOfBandIntervalRule});
+  }
+  const absl::Duration age = load.max_report_age;
+  if (age <= absl::ZeroDuration()) {
+    errors.push_back({"serverLoad.maxReportAge", "must be longer than 0s"});
+  } else if (age > Limits::kMaxDuration) {
+    errors.push_back(
+        {"serverLoad.maxReportAge", "must be at most 3600s (1 h)"});
+  } else if (interval_valid && interval != absl::ZeroDuration() &&
+             age <= interval) {
+    errors.push_back({"serverLoad.maxReportAge",
+                      "must be longer than outOfBandInterval (else every "
+                      "report expires before the next)"});
+  }
+}
+
 }  // namespace
+
+bool ServerLoadConfig::operator==(const ServerLoadConfig& other) const {
+  return metric == other.metric &&
+         out_of_band_interval == other.out_of_band_interval &&
+         max_report_age == other.max_report_age;
+}
 
 std::optional<MissingKey> ParseMissingKey(std::string_view name) {
   if (name == "RANDOM") return MissingKey::kRandom;
@@ -237,6 +277,16 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
     if (slow.min_weight_percent < 1 || slow.min_weight_percent > 100) {
       errors.push_back(
           {"slowStart.minWeightPercent", "must be between 1 and 100"});
+    }
+  }
+  // C8. serverLoad.
+  if (config.server_load.has_value()) {
+    if (!config.bounded) {
+      errors.push_back({"serverLoad",
+                        "belongs to bounded_load_rendezvous (only it bounds "
+                        "loads)"});
+    } else {
+      CheckServerLoad(*config.server_load, errors);
     }
   }
   return errors;

@@ -7,6 +7,7 @@
 #ifndef POISE_SRC_ROUTER_CONFIG_H_
 #define POISE_SRC_ROUTER_CONFIG_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -81,6 +82,10 @@ struct SlowStartConfig {
 // (src/router/fleet_load.h).
 struct ServerLoadConfig {
   static constexpr absl::Duration kMaxDuration = absl::Hours(1);
+  static constexpr absl::Duration kMinOutOfBandInterval =
+      absl::Milliseconds(10);
+  static constexpr size_t kMaxMetricLength = 64;
+
   std::string metric = "rif";  // the OrcaLoadReport.utilization key to read
   // How often a backend is asked for a report out of band (StreamCoreMetrics);
   // zero: per-call reports only.
@@ -88,12 +93,12 @@ struct ServerLoadConfig {
   // A report older than this is ignored (the backend counts only this
   // client's calls, as without serverLoad).
   absl::Duration max_report_age = absl::Seconds(1);
-  bool operator==(const ServerLoadConfig& other) const {
-    return metric == other.metric &&
-           out_of_band_interval == other.out_of_band_interval &&
-           max_report_age == other.max_report_age;
-  }
+  bool operator==(const ServerLoadConfig& other) const;  // all fields
 };
+// The rule serverLoad.outOfBandInterval breaks (C8), also for a value gRPC's
+// Duration (whole milliseconds) would read as 0.
+inline constexpr char kOutOfBandIntervalRule[] =
+    "must be 0s (per-call reports only) or between 0.01s and 3600s (1 h)";
 
 struct Config {
   static constexpr uint32_t kDefaultBalanceFactorPercent = 150;
@@ -142,7 +147,14 @@ struct ConfigError {
 //       identity non-empty;
 //   C6. endpoints' addresses unique, and their identities (the address when
 //       none is given) unique;
-//   C7. slowStart.window in (0, 1 h]; slowStart.minWeightPercent in 1..100.
+//   C7. slowStart.window in (0, 1 h]; slowStart.minWeightPercent in 1..100;
+//   C8. serverLoad only on bounded_load_rendezvous, the only policy that
+//       bounds loads (on weighted_rendezvous its members are not checked);
+//       serverLoad.metric 1..64 printable ASCII characters without spaces;
+//       serverLoad.outOfBandInterval 0 (per-call reports only) or in
+//       [10 ms, 1 h]; serverLoad.maxReportAge in (0, 1 h], and longer than a
+//       valid non-zero outOfBandInterval (else every report would expire
+//       before the next).
 // missingKey, retryRouting and loadScope have no rule here: their spellings are
 // checked where they are read (ParseMissingKey, ParseRetryRouting,
 // ParseLoadScope).

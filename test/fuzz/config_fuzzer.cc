@@ -19,6 +19,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "poise/grpc_lb.h"
 #include "src/core/lib/config/core_configuration.h"
 #include "src/core/lib/json/json.h"
@@ -82,6 +83,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(poise::router::NormalizeAddress(e.address) == e.address);
     FUZZ_CHECK(!e.weight.has_value() || *e.weight >= 1);
     FUZZ_CHECK(!e.identity.has_value() || !e.identity->empty());
+  }
+  if (c.server_load.has_value()) {
+    using poise::router::ServerLoadConfig;
+    const ServerLoadConfig& load = *c.server_load;
+    FUZZ_CHECK(c.bounded);
+    FUZZ_CHECK(!load.metric.empty() &&
+               load.metric.size() <= ServerLoadConfig::kMaxMetricLength);
+    for (char ch : load.metric) FUZZ_CHECK(ch > ' ' && ch <= '~');
+    const absl::Duration interval = load.out_of_band_interval;
+    FUZZ_CHECK(interval == absl::ZeroDuration() ||
+               (interval >= ServerLoadConfig::kMinOutOfBandInterval &&
+                interval <= ServerLoadConfig::kMaxDuration));
+    FUZZ_CHECK(load.max_report_age > absl::ZeroDuration() &&
+               load.max_report_age <= ServerLoadConfig::kMaxDuration);
+    FUZZ_CHECK(interval == absl::ZeroDuration() ||
+               load.max_report_age > interval);
   }
   // The router's own validation agrees: nothing left to report.
   poise::router::Config again = c;

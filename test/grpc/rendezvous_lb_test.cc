@@ -22,6 +22,7 @@
 #include "src/core/lib/address_utils/sockaddr_utils.h"
 #include "src/grpc/identity_attribute.h"
 #include "src/grpc/registration.h"
+#include "src/grpc/rendezvous_config.h"
 #include "src/router/config.h"
 
 namespace poise::grpc_lb {
@@ -51,7 +52,8 @@ TEST(RendezvousConfig, ExactMessages) {
       "[field:balanceFactorPercent error:unknown field (known: hashHeader, "
       "endpoints, defaultWeight, missingKey, maxInFlightPerBackend, "
       "retryRouting, slowStart, loadScope; "
-      "balanceFactorPercent belongs to bounded_load_rendezvous)]");
+      "balanceFactorPercent and serverLoad belong to "
+      "bounded_load_rendezvous)]");
 }
 
 TEST(RendezvousConfig, EachRuleNamesItsField) {
@@ -187,6 +189,117 @@ TEST(RendezvousConfig, ValidateServiceConfigReportsTheChannelsError) {
             std::string::npos)
       << bad;
   EXPECT_FALSE(ValidateServiceConfig("{not json").ok());
+}
+
+// serverLoad (rule C8): loaded as gRPC's JSON, checked by the router.
+absl::StatusOr<router::Config> ParseServerLoad(const std::string& server_load,
+                                               bool bounded = true) {
+  auto json = grpc_core::Json::Parse(
+      absl::StrCat(R"({"hashHeader":"k","serverLoad":)", server_load, "}"));
+  if (!json.ok()) return json.status();
+  return ParseRendezvousConfig(*json, bounded);
+}
+
+constexpr char kBoundedPrefix[] =
+    "errors validating bounded_load_rendezvous LB policy config: ";
+
+TEST(ServerLoadConfig, FullObjectAndDefaults) {
+  auto full = ParseServerLoad(
+      R"({"metric":"cpu.rif","outOfBandInterval":"0.25s","maxReportAge":"2.5s"})");
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->server_load,
+            (router::ServerLoadConfig{"cpu.rif", absl::Milliseconds(250),
+                                      absl::Milliseconds(2500)}));
+  auto defaults = ParseServerLoad("{}");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->server_load, router::ServerLoadConfig());
+  auto per_call = ParseServerLoad(R"({"outOfBandInterval":"0s"})");
+  ASSERT_TRUE(per_call.ok()) << per_call.status();
+  EXPECT_EQ(per_call->server_load->out_of_band_interval, absl::ZeroDuration());
+  auto bounds = ParseServerLoad(
+      R"({"outOfBandInterval":"0.010s","maxReportAge":"3600s"})");
+  ASSERT_TRUE(bounds.ok()) << bounds.status();
+  auto absent = ParseServerLoad("null");
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_FALSE(absent->server_load.has_value());
+}
+
+TEST(ServerLoadConfig, RejectedValuesNameTheField) {
+  const std::string prefix = kBoundedPrefix;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"metric":""})",
+       "[field:serverLoad.metric error:must be 1 to 64 printable ASCII "
+       "characters without spaces (an OrcaLoadReport.utilization key, like "
+       "\"rif\")]"},
+      {R"({"metric":"r f"})",
+       "[field:serverLoad.metric error:must be 1 to 64 printable ASCII "
+       "characters without spaces (an OrcaLoadReport.utilization key, like "
+       "\"rif\")]"},
+      {R"({"outOfBandInterval":"0.009s"})",
+       "[field:serverLoad.outOfBandInterval error:must be 0s (per-call reports "
+       "only) or between 0.01s and 3600s (1 h)]"},
+      // Below gRPC's millisecond: not silently 0s (per-call only).
+      {R"({"outOfBandInterval":"0.0005s"})",
+       "[field:serverLoad.outOfBandInterval error:must be 0s (per-call reports "
+       "only) or between 0.01s and 3600s (1 h)]"},
+      // Past 1 h: our rule's message, not a parse error.
+      {R"({"outOfBandInterval":"3600.001s","maxReportAge":"3600s"})",
+       "[field:serverLoad.outOfBandInterval error:must be 0s (per-call reports "
+       "only) or between 0.01s and 3600s (1 h)]"},
+      {R"({"maxReportAge":"3600.001s"})",
+       "[field:serverLoad.maxReportAge error:must be at most 3600s (1 h)]"},
+      {R"({"outOfBandInterval":"0s","maxReportAge":"0s"})",
+       "[field:serverLoad.maxReportAge error:must be longer than 0s]"},
+      {R"({"maxReportAge":"0.1s"})",
+       "[field:serverLoad.maxReportAge error:must be longer than "
+       "outOfBandInterval (else every report expires before the next)]"},
+      {R"({"metric":"rif","maxAge":"1s"})",
+       "[field:serverLoad.maxAge error:unknown field (known: metric, "
+       "outOfBandInterval, maxReportAge)]"},
+      {R"({"metric":7})", "[field:serverLoad.metric error:is not a string]"},
+      {R"({"maxReportAge":1})",
+       "[field:serverLoad.maxReportAge error:is not a string]"},
+      {R"({"maxReportAge":"1"})",
+       "[field:serverLoad.maxReportAge error:Not a duration (no s suffix)]"},
+      {R"({"outOfBandInterval":"-1s"})",
+       "[field:serverLoad.outOfBandInterval error:seconds must be in the "
+       "range [0, 315576000000]]"},
+      {"true", "[field:serverLoad error:is not an object]"},
+  };
+  for (const auto& [server_load, expected] : cases) {
+    const auto parsed = ParseServerLoad(server_load);
+    EXPECT_EQ(parsed.status().message(), prefix + expected) << server_load;
+  }
+}
+
+TEST(ServerLoadConfig, OnlyOnTheBoundedPolicy) {
+  const auto parsed = ParseServerLoad("{}", /*bounded=*/false);
+  EXPECT_EQ(parsed.status().message(),
+            "errors validating weighted_rendezvous LB policy config: "
+            "[field:serverLoad error:belongs to bounded_load_rendezvous (only "
+            "it bounds loads)]");
+}
+
+TEST(ServerLoadConfig, ValidateServiceConfigNamesTheField) {
+  EXPECT_TRUE(ValidateServiceConfig(
+                  R"({"loadBalancingConfig":[{"bounded_load_rendezvous":{
+                      "hashHeader":"k","serverLoad":{"metric":"rif",
+                      "outOfBandInterval":"0.1s","maxReportAge":"1s"}}}]})")
+                  .ok());
+  const absl::Status bad = ValidateServiceConfig(
+      R"({"loadBalancingConfig":[{"bounded_load_rendezvous":{
+          "hashHeader":"k","serverLoad":{"outOfBandInterval":"2s"}}}]})");
+  EXPECT_NE(bad.message().find("field:serverLoad.maxReportAge error:must be "
+                               "longer than outOfBandInterval"),
+            std::string::npos)
+      << bad;
+  const absl::Status weighted = ValidateServiceConfig(
+      R"({"loadBalancingConfig":[{"weighted_rendezvous":{
+          "hashHeader":"k","serverLoad":{}}}]})");
+  EXPECT_NE(weighted.message().find("field:serverLoad error:belongs to "
+                                    "bounded_load_rendezvous"),
+            std::string::npos)
+      << weighted;
 }
 
 TEST(Registration, RefusesAnotherGrpcVersion) {

@@ -1,4 +1,4 @@
-// The config's rules C1-C7 (src/router/config.h): every rule names its field,
+// The config's rules C1-C8 (src/router/config.h): every rule names its field,
 // addresses are normalised before they are compared, and no rule bounds the
 // weights' sum.
 #include "src/router/config.h"
@@ -50,6 +50,13 @@ TEST_P(RouterConfigRule, NamesItsField) {
   EXPECT_EQ(NormalizeAndValidate(config),
             std::vector<ConfigError>{GetParam().expected});
 }
+
+constexpr char kMetricRule[] =
+    "must be 1 to 64 printable ASCII characters without spaces (an "
+    "OrcaLoadReport.utilization key, like \"rif\")";
+constexpr char kAgeRule[] =
+    "must be longer than outOfBandInterval (else every report expires before "
+    "the next)";
 
 const RuleCase kRuleCases[] = {
     {"UpperCaseHeader",
@@ -109,6 +116,94 @@ const RuleCase kRuleCases[] = {
      },
      {"endpoints[1].identity",
       "identity \"10.0.0.1:80\" is also used by endpoints[0]"}},
+    // C8. serverLoad (on the bounded policy: ValidConfig(true) above).
+    {"ServerLoadEmptyMetric",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->metric = "";
+     },
+     {"serverLoad.metric", kMetricRule}},
+    {"ServerLoadLongMetric",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->metric = std::string(65, 'a');
+     },
+     {"serverLoad.metric", kMetricRule}},
+    {"ServerLoadMetricWithSpace",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->metric = "calls in flight";
+     },
+     {"serverLoad.metric", kMetricRule}},
+    {"ServerLoadMetricNotAscii",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->metric =
+           "r\xc3\xaf"
+           "f";  // "rïf"
+     },
+     {"serverLoad.metric", kMetricRule}},
+    {"ServerLoadMetricControl",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->metric = "rif\t";
+     },
+     {"serverLoad.metric", kMetricRule}},
+    {"ServerLoadInterval9ms",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->out_of_band_interval = absl::Milliseconds(9);
+     },
+     {"serverLoad.outOfBandInterval", kOutOfBandIntervalRule}},
+    {"ServerLoadIntervalNegative",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->out_of_band_interval = -absl::Milliseconds(100);
+     },
+     {"serverLoad.outOfBandInterval", kOutOfBandIntervalRule}},
+    {"ServerLoadIntervalPastAnHour",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->out_of_band_interval =
+           absl::Hours(1) + absl::Milliseconds(1);
+       c.server_load->max_report_age = absl::Hours(1);
+     },
+     {"serverLoad.outOfBandInterval", kOutOfBandIntervalRule}},
+    {"ServerLoadAgeZero",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->out_of_band_interval = absl::ZeroDuration();
+       c.server_load->max_report_age = absl::ZeroDuration();
+     },
+     {"serverLoad.maxReportAge", "must be longer than 0s"}},
+    {"ServerLoadAgePastAnHour",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->max_report_age = absl::Hours(1) + absl::Milliseconds(1);
+     },
+     {"serverLoad.maxReportAge", "must be at most 3600s (1 h)"}},
+    {"ServerLoadAgeEqualToInterval",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->max_report_age = absl::Milliseconds(100);
+     },
+     {"serverLoad.maxReportAge", kAgeRule}},
+    {"ServerLoadAgeBelowInterval",
+     [](Config& c) {
+       c.server_load = ServerLoadConfig();
+       c.server_load->out_of_band_interval = absl::Hours(1);
+       c.server_load->max_report_age = absl::Minutes(59);
+     },
+     {"serverLoad.maxReportAge", kAgeRule}},
+    {"ServerLoadOnWeighted",
+     [](Config& c) {
+       c.bounded = false;
+       // Only C8's first part: the members are not checked on weighted.
+       c.server_load =
+           ServerLoadConfig{"", absl::Milliseconds(1), absl::ZeroDuration()};
+     },
+     {"serverLoad",
+      "belongs to bounded_load_rendezvous (only it bounds loads)"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Rules, RouterConfigRule,
@@ -116,6 +211,73 @@ INSTANTIATE_TEST_SUITE_P(Rules, RouterConfigRule,
                          [](const ::testing::TestParamInfo<RuleCase>& rule) {
                            return std::string(rule.param.name);
                          });
+
+TEST(RouterConfig, ServerLoadDefaults) {
+  const ServerLoadConfig load;
+  EXPECT_EQ(load.metric, "rif");
+  EXPECT_EQ(load.out_of_band_interval, absl::Milliseconds(100));
+  EXPECT_EQ(load.max_report_age, absl::Seconds(1));
+  Config config = ValidConfig(/*bounded=*/true);
+  EXPECT_FALSE(config.server_load.has_value());
+  config.server_load = load;
+  EXPECT_TRUE(NormalizeAndValidate(config).empty());
+}
+
+TEST(RouterConfig, ServerLoadComparesEveryField) {
+  const ServerLoadConfig load;
+  EXPECT_EQ(load, ServerLoadConfig());
+  EXPECT_FALSE(load == (ServerLoadConfig{"cpu", absl::Milliseconds(100),
+                                         absl::Seconds(1)}));
+  EXPECT_FALSE(load == (ServerLoadConfig{"rif", absl::ZeroDuration(),
+                                         absl::Seconds(1)}));
+  EXPECT_FALSE(load == (ServerLoadConfig{"rif", absl::Milliseconds(100),
+                                         absl::Seconds(2)}));
+}
+
+// The boundaries C8 accepts, each with the rest at its default (or the
+// smallest change that keeps maxReportAge longer than the interval).
+TEST(RouterConfig, ServerLoadBoundariesAccepted) {
+  const std::vector<ServerLoadConfig> accepted = {
+      {"rif", absl::Milliseconds(10), absl::Milliseconds(11)},
+      {"rif", absl::ZeroDuration(), absl::Milliseconds(1)},
+      {"rif", absl::ZeroDuration(), absl::Nanoseconds(1)},
+      {"rif", absl::Hours(1) - absl::Milliseconds(1), absl::Hours(1)},
+      {"rif", absl::Milliseconds(100), absl::Hours(1)},
+      {"x", absl::Milliseconds(100), absl::Seconds(1)},
+      {std::string(64, 'a'), absl::Milliseconds(100), absl::Seconds(1)},
+      {"named_metrics.rif!~", absl::Milliseconds(100), absl::Seconds(1)},
+  };
+  for (const ServerLoadConfig& load : accepted) {
+    Config config = ValidConfig(/*bounded=*/true);
+    config.server_load = load;
+    EXPECT_TRUE(NormalizeAndValidate(config).empty())
+        << load.metric << " " << load.out_of_band_interval << " "
+        << load.max_report_age;
+  }
+  // An interval of exactly 1 h: accepted (only maxReportAge, which cannot
+  // exceed 1 h and so not the interval either, is reported).
+  Config config = ValidConfig(/*bounded=*/true);
+  config.server_load = ServerLoadConfig{"rif", absl::Hours(1), absl::Hours(1)};
+  EXPECT_EQ(NormalizeAndValidate(config),
+            (std::vector<ConfigError>{{"serverLoad.maxReportAge", kAgeRule}}));
+}
+
+TEST(RouterConfig, ServerLoadReportsEachBrokenMember) {
+  Config config = ValidConfig(/*bounded=*/true);
+  config.server_load =
+      ServerLoadConfig{"", absl::Milliseconds(5), absl::Hours(2)};
+  EXPECT_EQ(NormalizeAndValidate(config),
+            (std::vector<ConfigError>{
+                {"serverLoad.metric", kMetricRule},
+                {"serverLoad.outOfBandInterval", kOutOfBandIntervalRule},
+                {"serverLoad.maxReportAge", "must be at most 3600s (1 h)"}}));
+  // An invalid interval is not compared with maxReportAge.
+  config.server_load =
+      ServerLoadConfig{"rif", absl::Hours(2), absl::Seconds(1)};
+  EXPECT_EQ(NormalizeAndValidate(config),
+            (std::vector<ConfigError>{
+                {"serverLoad.outOfBandInterval", kOutOfBandIntervalRule}}));
+}
 
 TEST(RouterConfig, ValidHeaderNames) {
   for (const char* name : {"k", "x-session-id", "k-bin", "a.b_c-9"}) {
