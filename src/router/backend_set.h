@@ -56,8 +56,10 @@ class BackendCell final {
   std::atomic<uint64_t> picks{0};
   std::atomic<uint64_t> spilled_in{0};
   std::atomic<uint64_t> retried_in{0};
-  // serverLoad: the backend's latest report of its calls in flight.
+  // serverLoad: the backend's latest report of its calls in flight, and how
+  // often this channel's picks ask for it (the herding rule).
   ReportSlot report;
+  AskRate asks;
 
  private:
   // What `in_flight` counts into: the scope (own_'s total) or the shared

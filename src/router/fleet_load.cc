@@ -1,8 +1,10 @@
 #include "src/router/fleet_load.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 namespace poise::router {
 namespace {
@@ -16,6 +18,40 @@ std::optional<uint64_t> ReportedCount(double value) {
   constexpr double kMaxCount = 1099511627776.0;
   if (!(value >= 0.0 && value <= kMaxCount)) return std::nullopt;  // and NaN
   return static_cast<uint64_t>(std::llround(value));
+}
+
+bool TakesRoom(const FreshReport& report, uint64_t own_now, uint64_t capacity,
+               double own_share, double own_asks_per_ns, double uniform) {
+  // Room this client made itself since the report: no one else knows of it.
+  if (own_now < report.own_then) return true;
+  const uint64_t seen = report.others + report.own_then;
+  if (seen >= capacity) return false;
+  const auto headroom = static_cast<double>(capacity - seen);
+  // The fleet's asks for the backend since the report, as this client's own
+  // scaled by its share of the calls.
+  const double fleet_asks =
+      own_asks_per_ns / own_share * static_cast<double>(report.age_ns);
+  return fleet_asks <= headroom || uniform * fleet_asks < headroom;
+}
+
+double AskRate::Ask(int64_t now_ns, int64_t horizon_ns) {
+  int64_t first = first_ns_.load(std::memory_order_relaxed);
+  if (first == std::numeric_limits<int64_t>::min()) {
+    first = now_ns;
+    first_ns_.store(now_ns, std::memory_order_relaxed);
+  }
+  const int64_t at = at_ns_.load(std::memory_order_relaxed);
+  const double horizon = static_cast<double>(horizon_ns);
+  const double decay =
+      now_ns > at ? std::exp(-static_cast<double>(now_ns - at) / horizon) : 1.0;
+  const double before = count_.load(std::memory_order_relaxed) * decay;
+  count_.store(before + 1.0, std::memory_order_relaxed);
+  at_ns_.store(now_ns, std::memory_order_relaxed);
+  // Over the horizon, or the time since the first ask while shorter (then
+  // the count has not decayed much): not low for a client that just began.
+  const double span =
+      std::min(horizon, std::max(1.0, static_cast<double>(now_ns - first)));
+  return before / span;
 }
 
 int64_t FleetNowNs() {

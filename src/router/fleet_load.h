@@ -17,11 +17,19 @@
 // value no backend can report) counts only this client's calls, as without
 // serverLoad: E_i = own_i.
 //
-// Herding: every client reads the same kind of stale report, so the others'
-// part lags. Out-of-band streams start at different moments on different
-// clients, which spreads their reports in time; a per-call report reaches the
-// one client whose call ended. docs/fleet-bounds.md has the simulation
-// (poise-sim --fleet) and the rules tried against herding.
+// Herding. Every client reads reports of the same age, so a report that shows
+// headroom H_i = cap_i - reported_i would draw, if each client took it whole,
+// every client that asks for backend i until the next report: up to the
+// fleet's asks in that time, not H_i calls. So a pick that finds room on a
+// backend only by a report's stale headroom takes it at random, with
+// probability H_i / A_i, where A_i estimates the fleet's asks for i since the
+// report: this client's own rate of asks for i (picks that visited it) over
+// its share of the fleet's calls, times the report's age. The fleet then
+// takes about H_i calls per report, however many clients share it. Room the
+// client made itself (its own calls that ended since the report) it takes
+// back at once: no other client knows of it yet. docs/fleet-bounds.md has
+// the simulation (poise-sim --fleet) that chose this rule over the others
+// tried.
 #ifndef POISE_SRC_ROUTER_FLEET_LOAD_H_
 #define POISE_SRC_ROUTER_FLEET_LOAD_H_
 
@@ -43,12 +51,41 @@ inline uint64_t OthersOf(uint64_t reported, uint64_t own_then) {
   return reported > own_then ? reported - own_then : 0;
 }
 
+// A report young enough to count, as this client holds it.
+struct FreshReport {
+  uint64_t others;    // the reported calls less this client's own then
+  uint64_t own_then;  // this client's calls on the backend when it arrived
+  int64_t age_ns;
+};
+
 // E_i: the fleet's calls in flight on a backend as this client knows them,
-// from the others' part of a fresh report (nullopt: none) and its own now.
-inline uint64_t FleetEstimate(std::optional<uint64_t> others,
+// from a fresh report (nullopt: none) and its own calls now.
+inline uint64_t FleetEstimate(const std::optional<FreshReport>& report,
                               uint64_t own_now) {
-  return others.value_or(0) + own_now;
+  return (report.has_value() ? report->others : 0) + own_now;
 }
+
+// The herding rule, for a backend with room by the bound (E_i below
+// `capacity`) and a fresh report: whether this pick takes it. `own_share`
+// is this client's part of the fleet's calls (in (0, 1]), `own_asks_per_ns`
+// its own rate of asks for the backend and `uniform` a draw in [0, 1).
+bool TakesRoom(const FreshReport& report, uint64_t own_now, uint64_t capacity,
+               double own_share, double own_asks_per_ns, double uniform);
+
+// How often this client's picks ask for one backend (visit it in a key's
+// order): a count decaying over `horizon_ns`, over the time since the first
+// ask while that is shorter. Picks on several threads may lose one another's
+// asks (no read-modify-write): an estimate, kept cheap.
+class AskRate final {
+ public:
+  // Records an ask at `now_ns` and returns the rate before it, per ns.
+  double Ask(int64_t now_ns, int64_t horizon_ns);
+
+ private:
+  std::atomic<double> count_{0.0};
+  std::atomic<int64_t> at_ns_{0};
+  std::atomic<int64_t> first_ns_{std::numeric_limits<int64_t>::min()};
+};
 
 // The latest report one channel holds for one backend. Written by the calls
 // that end on the backend and by its out-of-band stream, from any thread;
@@ -62,17 +99,18 @@ class ReportSlot final {
   // this client had `own_then` calls on the backend.
   void Store(uint64_t reported, uint64_t own_then, int64_t now_ns) {
     reported_.store(reported, std::memory_order_relaxed);
-    others_.store(OthersOf(reported, own_then), std::memory_order_relaxed);
+    own_then_.store(own_then, std::memory_order_relaxed);
     received_ns_.store(now_ns, std::memory_order_release);
   }
 
-  // others_i of the latest report if it is at most `max_age_ns` old at
-  // `now_ns`, else nullopt.
-  std::optional<uint64_t> FreshOthers(int64_t now_ns,
-                                      int64_t max_age_ns) const {
+  // The latest report if it is at most `max_age_ns` old at `now_ns`.
+  std::optional<FreshReport> Fresh(int64_t now_ns, int64_t max_age_ns) const {
     const int64_t at = received_ns_.load(std::memory_order_acquire);
     if (at == kNever || now_ns - at > max_age_ns) return std::nullopt;
-    return others_.load(std::memory_order_relaxed);
+    const uint64_t own_then = own_then_.load(std::memory_order_relaxed);
+    return FreshReport{
+        OthersOf(reported_.load(std::memory_order_relaxed), own_then), own_then,
+        now_ns - at};
   }
 
   // For stats: the latest value and when it arrived (kNever: none yet).
@@ -85,7 +123,7 @@ class ReportSlot final {
 
  private:
   std::atomic<uint64_t> reported_{0};
-  std::atomic<uint64_t> others_{0};
+  std::atomic<uint64_t> own_then_{0};
   std::atomic<int64_t> received_ns_{kNever};
 };
 

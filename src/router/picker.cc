@@ -191,37 +191,66 @@ PickOutcome Picker::PickBounded(std::string_view key) const {
 // ---------------------------------------------------------------------------
 // serverLoad (P7)
 
-const std::vector<uint64_t>& Picker::FleetLoads(uint64_t* total) const {
-  thread_local std::vector<uint64_t> loads;
+const Picker::FleetView& Picker::ViewFleet() const {
+  thread_local FleetView view;
   const std::vector<Candidate>& candidates = ready_.candidates();
-  loads.assign(candidates.size(), 0);
-  const int64_t now_ns = FleetNowNs();
-  uint64_t sum = 0;
+  view.loads.assign(candidates.size(), 0);
+  view.own.assign(candidates.size(), 0);
+  view.reports.assign(candidates.size(), std::nullopt);
+  view.total = 0;
+  view.own_total = 0;
+  view.now_ns = FleetNowNs();
   bool without_report = false;
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (!candidates[i].eligible) continue;
-    const std::optional<uint64_t> others =
-        list_->backends[i].cell->report.FreshOthers(now_ns, max_report_age_ns_);
-    without_report |= !others.has_value();
-    loads[i] = FleetEstimate(others, counters_[i]->Load());
-    // Each report is below 2^40: the sum stays far below 2^64 for any
-    // list a channel can hold.
-    sum += loads[i];
+    view.own[i] = counters_[i]->Load();
+    view.reports[i] =
+        list_->backends[i].cell->report.Fresh(view.now_ns, max_report_age_ns_);
+    without_report |= !view.reports[i].has_value();
+    view.loads[i] = FleetEstimate(view.reports[i], view.own[i]);
+    // Each report is below 2^40: the sums stay far below 2^64 for any list
+    // a channel can hold.
+    view.total += view.loads[i];
+    view.own_total += view.own[i];
   }
   if (without_report) {
     stats_->picks_without_some_report.fetch_add(1, std::memory_order_relaxed);
   }
-  *total = sum;
-  return loads;
+  return view;
 }
 
 PickOutcome Picker::PickFleetBounded(std::string_view key) const {
-  uint64_t total = 0;
-  const std::vector<uint64_t>& loads = FleetLoads(&total);
-  // T is the loads' sum: some READY backend always has room (f >= 100).
-  const Result<PreparedCandidates::Routed> routed = ready_.RouteWithTotal(
-      bounded_policy_, key, total, [&loads](size_t i) { return loads[i]; },
-      Scratch());
+  const FleetView& view = ViewFleet();
+  // This client's part of the fleet's calls, the pick's own call counted.
+  const double share = static_cast<double>(view.own_total + 1) /
+                       static_cast<double>(view.total + 1);
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  // A visited backend's load: E_i, or as full when the herding rule does not
+  // take its room (fleet_load.h). Each visit is an ask.
+  const auto herding = [&](size_t i) -> uint64_t {
+    const double asks =
+        list_->backends[i].cell->asks.Ask(view.now_ns, max_report_age_ns_);
+    const uint64_t load = view.loads[i];
+    if (!view.reports[i].has_value() || ready_weight_ == 0) return load;
+    const UInt128 capacity =
+        bounded_policy_
+            .BoundFor(view.total, ready_.candidates()[i].weight, ready_weight_)
+            .Capacity();
+    if (capacity <= load || (capacity >> 64) != 0) return load;
+    const double uniform = static_cast<double>(rng() >> 11) * 0x1p-53;
+    return TakesRoom(*view.reports[i], view.own[i],
+                     static_cast<uint64_t>(capacity), share, asks, uniform)
+               ? load
+               : static_cast<uint64_t>(capacity);
+  };
+  Result<PreparedCandidates::Routed> routed = ready_.RouteWithTotal(
+      bounded_policy_, key, view.total, herding, Scratch());
+  // The rule left no backend with room: the bound alone decides.
+  if (routed.ok() && routed.value().stale_total) {
+    routed = ready_.RouteWithTotal(
+        bounded_policy_, key, view.total,
+        [&view](size_t i) { return view.loads[i]; }, Scratch());
+  }
   if (!routed.ok()) return Fail(RouteError(routed.error()));
   const PreparedCandidates::Routed& d = routed.value();
   InFlightGuard slot = TryAcquire(d.selection);
@@ -262,9 +291,7 @@ PickOutcome Picker::PickWithinLimit(std::string_view key,
                                     size_t affinity) const {
   thread_local std::vector<Candidate> candidates;
   candidates = ready_.candidates();
-  uint64_t unused_total = 0;
-  const std::vector<uint64_t>* fleet =
-      fleet_ ? &FleetLoads(&unused_total) : nullptr;
+  const std::vector<uint64_t>* fleet = fleet_ ? &ViewFleet().loads : nullptr;
   for (;;) {
     LeaveOutBackendsAtTheLimit(candidates);
     size_t selection;
@@ -335,9 +362,7 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
   const bool limited = limit_ != InFlightCounter::kNoLimit;
   thread_local std::vector<Candidate> candidates;
   candidates = ready_.candidates();
-  uint64_t unused_total = 0;
-  const std::vector<uint64_t>* fleet =
-      fleet_ ? &FleetLoads(&unused_total) : nullptr;
+  const std::vector<uint64_t>* fleet = fleet_ ? &ViewFleet().loads : nullptr;
   bool left_out = false;  // some READY backend was at the limit
   for (;;) {
     if (limited) left_out |= LeaveOutBackendsAtTheLimit(candidates);

@@ -20,6 +20,7 @@
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
 #include "src/router/connectivity.h"
+#include "src/router/fleet_load.h"
 #include "src/router/stats_registry.h"
 
 // Rare paths of a pick: out of line and apart from the hot code, because a
@@ -120,8 +121,12 @@ struct PickOutcome {
 //      fleet's loads (src/router/fleet_load.h) instead of the scope's: a
 //      READY backend's load is the others' calls as it last reported them
 //      plus the scope's own now (only the scope's own without a fresh
-//      report), and L is the sum of those loads. The slot is not held to
-//      the bound (the others' part is an estimate); P4's limit still is.
+//      report), and L is the sum of those loads. A first attempt takes a
+//      backend whose room only a report shows by the herding rule
+//      (fleet_load.h: at random, so the fleet takes about the room the
+//      report showed); a rule that leaves no room anywhere yields to the
+//      bound alone. The slot is not held to the bound (the others' part is
+//      an estimate); P4's limit still is.
 class Picker final {
  public:
   // `states[i]` is the state of list->backends[i]; `config` passed
@@ -154,11 +159,20 @@ class Picker final {
   PickOutcome PickBounded(std::string_view key) const;
   // P7: PickBounded over the fleet's loads.
   PickOutcome PickFleetBounded(std::string_view key) const;
-  // The fleet's load of every READY backend, by index (0 for the others),
-  // and L, their sum; counts a pick without some report.
-  const std::vector<uint64_t>& FleetLoads(uint64_t* total) const;
+  // What a pick knows of the fleet, by backend index (zero and nullopt for
+  // backends not READY): per thread, valid until the thread's next call.
+  struct FleetView {
+    std::vector<uint64_t> loads;  // E_i
+    std::vector<uint64_t> own;    // this client's (the scope's) calls
+    std::vector<std::optional<FreshReport>> reports;
+    uint64_t total = 0;      // L, the sum of the loads
+    uint64_t own_total = 0;  // the sum of own
+    int64_t now_ns = 0;
+  };
+  // Reads it; counts a pick without some READY backend's report.
+  const FleetView& ViewFleet() const;
   // Backend i's load in P4 and P6: the scope's, or under serverLoad the
-  // fleet's (`fleet` from FleetLoads, else unused).
+  // fleet's (`fleet`: ViewFleet().loads, else null).
   uint64_t LoadOf(size_t i, const std::vector<uint64_t>* fleet) const {
     return fleet != nullptr ? (*fleet)[i] : counters_[i]->Load();
   }

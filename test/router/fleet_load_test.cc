@@ -43,20 +43,26 @@ TEST(ReportedCount, RefusesWhatNoBackendCanReport) {
 
 TEST(ReportSlot, TheOthersPartIsTheReportLessThisClientsOwnThen) {
   ReportSlot slot;
-  EXPECT_EQ(slot.FreshOthers(0, 1000), std::nullopt);  // none yet
+  EXPECT_FALSE(slot.Fresh(0, 1000).has_value());  // none yet
   EXPECT_EQ(slot.received_ns(), ReportSlot::kNever);
   slot.Store(/*reported=*/9, /*own_then=*/2, /*now_ns=*/5000);
-  EXPECT_EQ(slot.FreshOthers(5000, 1000), 7u);
-  EXPECT_EQ(slot.FreshOthers(6000, 1000), 7u);  // exactly maxReportAge
-  EXPECT_EQ(slot.FreshOthers(6001, 1000), std::nullopt);  // older
+  std::optional<FreshReport> r = slot.Fresh(5000, 1000);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->others, 7u);
+  EXPECT_EQ(r->own_then, 2u);
+  EXPECT_EQ(r->age_ns, 0);
+  r = slot.Fresh(6000, 1000);  // exactly maxReportAge
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->age_ns, 1000);
+  EXPECT_FALSE(slot.Fresh(6001, 1000).has_value());  // older
   EXPECT_EQ(slot.last_reported(), 9u);
   EXPECT_EQ(slot.received_ns(), 5000);
   // A report below this client's own count (its own calls started after
   // the backend counted) leaves no others, not a negative.
   slot.Store(1, 3, 7000);
-  EXPECT_EQ(slot.FreshOthers(7000, 1000), 0u);
+  EXPECT_EQ(slot.Fresh(7000, 1000)->others, 0u);
   EXPECT_EQ(FleetEstimate(std::nullopt, 4), 4u);
-  EXPECT_EQ(FleetEstimate(5, 4), 9u);
+  EXPECT_EQ(FleetEstimate(FreshReport{5, 1, 0}, 4), 9u);
 }
 
 // ---------------------------------------------------------------------------
@@ -198,21 +204,22 @@ TEST_F(FleetPickerTest, ThisClientsOwnCallsCountAsTheyAreNow) {
 }
 
 TEST_F(FleetPickerTest, PicksAreDecideOnTheFleetsLoads) {
+  // Reports are either new (age 0: the herding rule takes any room they
+  // show) or past maxReportAge, so a pick is Decide() on E_i exactly.
   std::mt19937_64 rng(7);
   Build(6);
   std::vector<PickOutcome> held;
   int spills = 0;
   for (int round = 0; round < 600; ++round) {
-    // Fresh, stale and missing reports of random loads.
+    fake_now_ns += 1'500'000'000;  // every older report is stale
     for (size_t i = 0; i < 6; ++i) {
       if (rng() % 3 != 0) Report(i, rng() % 12);
     }
-    fake_now_ns += static_cast<int64_t>(rng() % 400) * 1'000'000;
     const int64_t now = fake_now_ns.load();
     std::vector<uint64_t> loads(6);
     for (size_t i = 0; i < 6; ++i) {
       const BackendCell& cell = *set_.backends()[i].cell;
-      loads[i] = FleetEstimate(cell.report.FreshOthers(now, 1'000'000'000),
+      loads[i] = FleetEstimate(cell.report.Fresh(now, 1'000'000'000),
                                cell.in_flight->Load());
     }
     const std::string key =
@@ -234,6 +241,81 @@ TEST_F(FleetPickerTest, PicksAreDecideOnTheFleetsLoads) {
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(set_.backends()[i].cell->in_flight->Load(), 0u);
   }
+}
+
+// ---------------------------------------------------------------------------
+// Herding
+
+TEST(TakesRoom, SharesAStaleReportsRoomAmongTheFleetsAsksSinceIt) {
+  // 10 others and 2 own calls reported, capacity 15: room for 3.
+  const FreshReport report{10, 2, /*age_ns=*/1'000'000};
+  // Asking once per ms with 1 % of the fleet's calls: the fleet asked 100
+  // times in the report's 1 ms, so each ask takes the room with 3 %.
+  const double per_ns = 1e-6;
+  EXPECT_TRUE(TakesRoom(report, 2, 15, 0.01, per_ns, 0.029));
+  EXPECT_FALSE(TakesRoom(report, 2, 15, 0.01, per_ns, 0.031));
+  // Fewer asks than the room: always.
+  EXPECT_TRUE(TakesRoom(report, 2, 15, 0.5, per_ns, 0.999));
+  // A new report (age 0): always.
+  EXPECT_TRUE(TakesRoom({10, 2, 0}, 2, 15, 0.01, per_ns, 0.999));
+  // Its own calls ended since the report: that room is its own.
+  EXPECT_TRUE(TakesRoom(report, 1, 15, 0.01, per_ns, 0.999));
+  // No room by the report: never (the own count grew since).
+  EXPECT_FALSE(TakesRoom({13, 2, 0}, 2, 15, 0.01, 0, 0.0));
+}
+
+TEST(AskRate, CountsAsksOverTheHorizon) {
+  AskRate rate;
+  constexpr int64_t kMs = 1'000'000;
+  EXPECT_EQ(rate.Ask(1000 * kMs, 1000 * kMs), 0.0);  // the first ask
+  // One ask per ms for 2 s: about 1 per ms, whatever the horizon has seen.
+  double last = 0;
+  for (int64_t t = 1; t <= 2000; ++t)
+    last = rate.Ask((1000 + t) * kMs, 1000 * kMs);
+  EXPECT_NEAR(last * kMs, 1.0, 0.4);
+  // Idle for 5 horizons: the rate has decayed away.
+  EXPECT_LT(rate.Ask(8000 * kMs, 1000 * kMs) * kMs, 0.01);
+}
+
+TEST_F(FleetPickerTest, ManyPicksShareTheRoomOfOneStaleReport) {
+  // The hot key's owner reports one call below its bound; its next choice
+  // has not reported (it counts this client's calls only), the other 8
+  // report 11 each: L = 15 + 88 = 103, the owner's capacity
+  // ceil(1.5 * 104 / 10) = 16. The client asks for the owner every ms (each
+  // call ends at once) while a report ages for 100 ms: the fleet it stands
+  // for (1 call in 104) would ask ~104 times per ms, so it takes the
+  // owner's room on a few picks and sends the rest on.
+  Build(10);
+  const std::string key = "hot";
+  const size_t owner = Owner(key);
+  std::vector<Candidate> rest = CandidatesOf(set_.backends());
+  rest[owner].eligible = false;
+  const size_t next = WeightedRendezvous::Pick(key, rest).value();
+  const auto report_all = [&] {
+    for (size_t i = 0; i < 10; ++i) {
+      if (i != next) Report(i, i == owner ? 15 : 11);
+    }
+  };
+  int taken = 0;
+  int picks = 0;
+  for (int report = 0; report < 10; ++report) {
+    report_all();
+    for (int ms = 0; ms < 100; ++ms, ++picks) {
+      fake_now_ns += 1'000'000;
+      const size_t backend = Completed(Pick(key)).backend;
+      EXPECT_TRUE(backend == owner || backend == next) << backend;
+      taken += backend == owner ? 1 : 0;
+    }
+  }
+  EXPECT_GT(taken, 0);
+  EXPECT_LT(taken, picks / 10);
+  // A report taken just before each pick (age 0) shows its room as it is.
+  taken = 0;
+  for (int i = 0; i < 100; ++i) {
+    report_all();
+    taken += Completed(Pick(key)).backend == owner ? 1 : 0;
+  }
+  EXPECT_EQ(taken, 100);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ using poise::Bound;
 using poise::BoundedLoadRendezvous;
 using poise::Candidate;
 using poise::PreparedCandidates;
+using poise::router::FreshReport;
 
 constexpr char kFleetUsage[] =
     "usage: poise-sim --fleet [options]\n"
@@ -41,6 +42,7 @@ constexpr char kFleetUsage[] =
     "    LOCAL  each client bounds its own calls (without serverLoad)\n"
     "    FLEET  serverLoad: the backends' reports, per call and out of band\n"
     "    IDEAL  one instantaneous view of every backend's load\n"
+    "    PLAIN  (with --plain) FLEET without its herding rule\n"
     "\n"
     "  --clients C        1..10000 (default 100)\n"
     "  --calls K          calls in flight per client, 1..64 (default 2)\n"
@@ -54,11 +56,12 @@ constexpr char kFleetUsage[] =
     "  --oob I            out-of-band report interval; 0: per-call reports\n"
     "                     only (default 0)\n"
     "  --delay D          out-of-band report delay (default 0.01)\n"
-    "  --max-age A        maxReportAge (default 10)\n"
+    "  --max-age A        maxReportAge (default 1000: 1 s of 1 ms calls)\n"
     "  --duration T       simulated time after warm-up (default 200)\n"
     "  --warmup T         simulated time not measured (default 20)\n"
     "  --seed S           (default 1)\n"
-    "  --csv              one CSV row per mode\n";
+    "  --csv              one CSV row per mode\n"
+    "  --plain            also PLAIN\n";
 
 // ---------------------------------------------------------------------------
 // Options
@@ -75,11 +78,12 @@ struct FleetOptions {
   double zipf = 1.0;
   double oob = 0.0;
   double delay = 0.01;
-  double max_age = 10.0;
+  double max_age = 1000.0;
   double duration = 200.0;
   double warmup = 20.0;
   uint64_t seed = 1;
   bool csv = false;
+  bool plain = false;
 };
 
 bool ParseUint(const char* text, uint64_t min, uint64_t max, uint64_t* out) {
@@ -120,8 +124,8 @@ std::optional<int> ParseFleetOptions(int argc, char** argv, FleetOptions* o) {
       std::fputs(kFleetUsage, stdout);
       return 0;
     }
-    if (arg == "--csv") {
-      o->csv = true;
+    if (arg == "--csv" || arg == "--plain") {
+      (arg == "--csv" ? o->csv : o->plain) = true;
       continue;
     }
     const char* value = i + 1 < argc ? argv[++i] : "";
@@ -179,7 +183,7 @@ std::optional<int> ParseFleetOptions(int argc, char** argv, FleetOptions* o) {
 // ---------------------------------------------------------------------------
 // The simulation
 
-enum class Mode { kLocal, kFleet, kIdeal };
+enum class Mode { kLocal, kFleet, kIdeal, kPlain };
 
 const char* ModeName(Mode mode) {
   switch (mode) {
@@ -189,6 +193,8 @@ const char* ModeName(Mode mode) {
       return "FLEET";
     case Mode::kIdeal:
       return "IDEAL";
+    case Mode::kPlain:
+      return "PLAIN";
   }
   return "?";
 }
@@ -212,9 +218,11 @@ struct CallRecord {
 struct Client {
   std::vector<uint32_t> own;  // calls in flight per backend
   uint64_t own_total = 0;
-  // The others' part of the latest per-call report per backend
-  // (fleet_load.h), and when it arrived (-inf: none).
-  std::vector<uint64_t> others;
+  // The latest per-call report per backend: the count, this client's own
+  // calls then, and when it arrived (-inf: none).
+  std::vector<uint64_t> reported;
+  std::vector<uint64_t> own_then;
+  std::unique_ptr<poise::router::AskRate[]> asks;
   std::vector<double> reported_at;
   std::vector<double> phase;       // out-of-band stream phase per backend
   std::vector<CallRecord> recent;  // ring
@@ -269,7 +277,9 @@ class Fleet final {
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     for (Client& c : clients_) {
       c.own.assign(ids_.size(), 0);
-      c.others.assign(ids_.size(), 0);
+      c.reported.assign(ids_.size(), 0);
+      c.own_then.assign(ids_.size(), 0);
+      c.asks = std::make_unique<poise::router::AskRate[]>(ids_.size());
       c.reported_at.assign(ids_.size(), -HUGE_VAL);
       c.recent.resize(64);
       if (o_.oob > 0) {
@@ -366,12 +376,16 @@ class Fleet final {
     return n;
   }
 
-  // The others' part of client c's latest fresh report of backend b at
-  // `now`: the per-call one or the out-of-band one, whichever came last.
-  std::optional<uint64_t> FreshOthers(const Client& c, size_t b,
-                                      double now) const {
+  // Simulated time in ns: one mean call time is 1 ms.
+  static int64_t Ns(double t) { return std::llround(t * 1e6); }
+
+  // Client c's latest fresh report of backend b at `now`: the per-call one
+  // or the out-of-band one, whichever came last.
+  std::optional<FreshReport> Fresh(const Client& c, size_t b,
+                                   double now) const {
     double at = c.reported_at[b];
-    uint64_t others = c.others[b];
+    uint64_t reported = c.reported[b];
+    uint64_t own_then = c.own_then[b];
     if (o_.oob > 0) {
       // The stream's last report sent by now - delay; the client's own
       // calls counted as it arrived.
@@ -379,18 +393,21 @@ class Fleet final {
       const double sent = c.phase[b] + k * o_.oob;
       const double arrived = sent + o_.delay;
       if (k >= 0 && arrived > at) {
-        others = poise::router::OthersOf(LoadAt(b, sent), OwnAt(c, b, arrived));
+        reported = LoadAt(b, sent);
+        own_then = OwnAt(c, b, arrived);
         at = arrived;
       }
     }
     if (now - at > o_.max_age) return std::nullopt;
-    return others;
+    return FreshReport{poise::router::OthersOf(reported, own_then), own_then,
+                       Ns(now - at)};
   }
 
   size_t Decide(uint32_t client, const std::string& key, double now) {
     Client& c = clients_[client];
     const size_t n = ids_.size();
     estimate_.assign(n, 0);
+    reports_.resize(n);
     uint64_t total = 0;
     for (size_t b = 0; b < n; ++b) {
       switch (mode_) {
@@ -401,15 +418,38 @@ class Fleet final {
           estimate_[b] = load_[b];
           break;
         case Mode::kFleet:
-          estimate_[b] =
-              poise::router::FleetEstimate(FreshOthers(c, b, now), c.own[b]);
+        case Mode::kPlain:
+          reports_[b] = Fresh(c, b, now);
+          estimate_[b] = poise::router::FleetEstimate(reports_[b], c.own[b]);
           break;
       }
       total += estimate_[b];
     }
-    const auto read = [&](size_t b) { return estimate_[b]; };
-    const auto routed =
-        prepared_->RouteWithTotal(policy_, key, total, read, scratch_);
+    const auto plain = [this](size_t b) { return estimate_[b]; };
+    // FLEET: the herding rule (fleet_load.h), as the picker applies it.
+    const double share =
+        static_cast<double>(c.own_total + 1) / static_cast<double>(total + 1);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    const auto herding = [&](size_t b) -> uint64_t {
+      const double asks = c.asks[b].Ask(Ns(now), Ns(o_.max_age));
+      if (!reports_[b].has_value()) return estimate_[b];
+      const uint64_t capacity =
+          static_cast<uint64_t>(Bound(static_cast<uint32_t>(o_.factor), total,
+                                      o_.weights[b], total_weight_)
+                                    .Capacity());
+      if (estimate_[b] >= capacity) return estimate_[b];
+      return poise::router::TakesRoom(*reports_[b], c.own[b], capacity, share,
+                                      asks, unit(rng_))
+                 ? estimate_[b]
+                 : capacity;  // as full
+    };
+    auto routed =
+        mode_ == Mode::kFleet
+            ? prepared_->RouteWithTotal(policy_, key, total, herding, scratch_)
+            : prepared_->RouteWithTotal(policy_, key, total, plain, scratch_);
+    if (routed.value().stale_total) {  // the rule left no room: without it
+      routed = prepared_->RouteWithTotal(policy_, key, total, plain, scratch_);
+    }
     const PreparedCandidates::Routed& r = routed.value();
     if (now >= o_.warmup) {
       ++outcome_.calls;
@@ -446,7 +486,8 @@ class Fleet final {
     const size_t b = e.backend;
     // The per-call report: the backend's count as the call ends (the call
     // itself still counted), against the client's own then (also with it).
-    c.others[b] = poise::router::OthersOf(load_[b], c.own[b]);
+    c.reported[b] = load_[b];
+    c.own_then[b] = c.own[b];
     c.reported_at[b] = now;
     --c.own[b];
     --c.own_total;
@@ -472,6 +513,7 @@ class Fleet final {
   std::priority_queue<EndEvent, std::vector<EndEvent>, std::greater<>> ends_;
   poise::DecisionScratch scratch_;
   std::vector<uint64_t> estimate_;
+  std::vector<std::optional<FreshReport>> reports_;
   Outcome outcome_;
   uint64_t spills_ = 0;
   double area_ = 0;
@@ -510,7 +552,9 @@ int RunFleet(int argc, char** argv) {
     std::printf("%-6s %8s %8s %10s %10s %7s %12s\n", "mode", "peak", "avg max",
                 "peak/B", "avg max/B", "spill", "owner share");
   }
-  for (const Mode mode : {Mode::kLocal, Mode::kFleet, Mode::kIdeal}) {
+  std::vector<Mode> modes = {Mode::kLocal, Mode::kFleet, Mode::kIdeal};
+  if (o.plain) modes.push_back(Mode::kPlain);
+  for (const Mode mode : modes) {
     Fleet fleet(o, mode);
     const Outcome out = fleet.Run();
     if (o.csv) {
