@@ -23,7 +23,8 @@
 //    count every interval the client asks for, and never more often than
 //    LoadReportOptions::min_report_interval (10 ms by default).
 //
-// The ORCA stream itself is not counted as a call in flight.
+// The ORCA stream itself is not counted as a call in flight, nor by default
+// gRPC's health-checking Watch stream (LoadReportOptions::uncounted_methods).
 //
 // Sync, callback and async servers alike: the counting is a server
 // interceptor. ServerBuilder::experimental().SetInterceptorCreators REPLACES
@@ -64,6 +65,10 @@ struct LoadReportOptions {
   bool per_call = true;
   // The out-of-band ORCA service. At least one of the two.
   bool out_of_band = true;
+  // Full method names ("/package.Service/Method") whose calls are not
+  // counted (nor given a per-call report): streams that last as long as a
+  // client's channel. The ORCA stream itself is never counted.
+  std::vector<std::string> uncounted_methods = {"/grpc.health.v1.Health/Watch"};
 };
 
 namespace load_reports_internal {

@@ -121,10 +121,13 @@ class CountingFactory final
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
     // The ORCA stream is not a call in flight: it lasts as long as the
-    // client's channel.
-    if (info->method() != nullptr &&
-        std::strcmp(info->method(), kOrcaStreamMethod) == 0) {
-      return nullptr;
+    // client's channel. Nor are the options' uncounted methods.
+    const char* method = info->method();
+    if (method != nullptr) {
+      if (std::strcmp(method, kOrcaStreamMethod) == 0) return nullptr;
+      for (const std::string& uncounted : state_->options.uncounted_methods) {
+        if (uncounted == method) return nullptr;
+      }
     }
     return new CountingInterceptor(state_);
   }

@@ -458,9 +458,9 @@ std::string ReportRequest(int64_t seconds, int32_t nanos) {
 class OrcaStreamClient {
  public:
   OrcaStreamClient(const std::shared_ptr<grpc::Channel>& channel,
-                   const std::string& request)
-      : method_(kOrcaStreamMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
-                channel) {
+                   const std::string& request,
+                   const char* method = kOrcaStreamMethod)
+      : method_(method, grpc::internal::RpcMethod::SERVER_STREAMING, channel) {
     context_.set_deadline(std::chrono::system_clock::now() + kWait);
     grpc::Slice slice(request);
     grpc::ByteBuffer buffer(&slice, 1);
@@ -733,6 +733,46 @@ TEST_P(LoadReportsTest, CustomMetricName) {
   OrcaStreamClient stream(server.channel(), "");
   EXPECT_FALSE(stream.Next().has_value());
   EXPECT_EQ(stream.Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_P(LoadReportsTest, UncountedMethodsAreNotCounted) {
+  TestServer server(GetParam(), [&](grpc::ServerBuilder& builder) {
+    LoadReportOptions options;
+    options.uncounted_methods = {"/poise.example.Echo/Echo"};
+    ASSERT_TRUE(EnableLoadReports(builder, options).ok());
+  });
+  ASSERT_TRUE(server.started());
+  Calls calls(server.channel());
+  const size_t call = calls.Run("x");
+  ASSERT_TRUE(calls.status(call).ok());
+  EXPECT_TRUE(calls.TrailerSeen(call));
+  EXPECT_FALSE(calls.Metric(call).has_value());
+}
+
+// gRPC's health Watch stream (uncounted by default) lasts as long as a
+// client's channel: it is not a call in flight.
+TEST_P(LoadReportsTest, HealthWatchIsNotCountedByDefault) {
+  std::shared_ptr<LoadReports> server_reports;
+  for (const bool by_default : {true, false}) {
+    grpc::EnableDefaultHealthCheckService(true);
+    TestServer server(GetParam(), [&](grpc::ServerBuilder& builder) {
+      LoadReportOptions options;
+      if (!by_default) options.uncounted_methods.clear();
+      auto enabled = EnableLoadReports(builder, options);
+      ASSERT_TRUE(enabled.ok());
+      server_reports = *enabled;
+    });
+    grpc::EnableDefaultHealthCheckService(false);
+    ASSERT_TRUE(server.started());
+    server.reports() = std::move(server_reports);
+    OrcaStreamClient watch(server.channel(), "",
+                           "/grpc.health.v1.Health/Watch");
+    ASSERT_TRUE(watch.Next().has_value());  // SERVING
+    EXPECT_EQ(server.reports()->calls_in_flight(), by_default ? 0 : 1);
+    Calls calls(server.channel());
+    const size_t call = calls.Run("x");
+    EXPECT_EQ(calls.Metric(call), by_default ? 1.0 : 2.0);
+  }
 }
 
 TEST_P(LoadReportsTest, PerCallOffStillCountsOutOfBand) {
