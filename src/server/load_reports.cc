@@ -151,8 +151,8 @@ class OrcaStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       : state_(std::move(state)) {
     absl::StatusOr<std::chrono::nanoseconds> interval = Interval(request);
     if (!interval.ok()) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          std::string(interval.status().message())));
+      const std::string message(interval.status().message());
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message));
       return;
     }
     interval_ = *interval;
@@ -181,8 +181,8 @@ class OrcaStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   static grpc::Status EndedStatus() {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "load reports ended by the server (EndStreams)");
+    return {grpc::StatusCode::UNAVAILABLE,
+            "load reports ended by the server (EndStreams)"};
   }
 
   void OnWriteDone(bool ok) override {

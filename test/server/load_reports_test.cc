@@ -72,7 +72,7 @@ std::optional<std::map<std::string, double>> Utilization(
   if (data == nullptr) return std::nullopt;
   std::map<std::string, double> out;
   for (const auto& [name, value] : data->utilization) {
-    out.emplace(std::string(name), value);
+    out.emplace(name, value);
   }
   return out;
 }
@@ -213,10 +213,10 @@ class SyncEcho final : public example::Echo::Service {
     gate_->Enter();
     Trailers(*request, context, context->client_metadata());
     if (request->payload() == "hold" && !gate_->Wait(context)) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+      return {grpc::StatusCode::CANCELLED, "cancelled"};
     }
     if (request->fail()) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "asked to fail");
+      return {grpc::StatusCode::UNAVAILABLE, "asked to fail"};
     }
     reply->set_payload(request->payload());
     return grpc::Status::OK;

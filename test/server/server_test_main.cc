@@ -27,7 +27,7 @@ namespace {
 Utilization Copy(const grpc_core::BackendMetricData& data) {
   Utilization out;
   for (const auto& [name, value] : data.utilization) {
-    out.emplace(std::string(name), value);
+    out.emplace(name, value);
   }
   return out;
 }
