@@ -17,7 +17,9 @@
 //    "endpoint-load-metrics-bin", a serialized xds.data.orca.v3.OrcaLoadReport
 //    with the count taken when that call ends (the ending call counted). If a
 //    handler already set that trailer, the entry is appended to its report
-//    (protobuf merging: the map gains the entry).
+//    (protobuf merging: the map gains the entry). gRPC's C++ client (1.51)
+//    hands this trailer to the channel's LB policy, not to
+//    ClientContext::GetServerTrailingMetadata().
 //  - out of band: the ORCA service
 //    /xds.service.orca.v3.OpenRcaService/StreamCoreMetrics sends the current
 //    count every interval the client asks for, and never more often than
@@ -26,9 +28,10 @@
 // The ORCA stream itself is not counted as a call in flight, nor by default
 // gRPC's health-checking Watch stream (LoadReportOptions::uncounted_methods).
 //
-// Sync, callback and async servers alike: the counting is a server
-// interceptor. ServerBuilder::experimental().SetInterceptorCreators REPLACES
-// the builder's interceptors, so:
+// Sync and callback servers (tested; async ones run the same server
+// interceptors): the counting is a server interceptor.
+// ServerBuilder::experimental().SetInterceptorCreators REPLACES the builder's
+// interceptors, so:
 //  - interceptors of your own go through EnableLoadReports (the overload
 //    below that takes them): they run after the load reports' interceptor;
 //  - interceptors set before EnableLoadReports are dropped by it;
