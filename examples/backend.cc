@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "echo.grpc.pb.h"
+#include "poise/load_reports.h"
 
 namespace poise::example {
 
@@ -97,6 +98,9 @@ absl::Status Backend::StartOn(const std::string& ip, int port) {
   builder.AddListeningPort(absl::StrCat(ip, ":", port),
                            grpc::InsecureServerCredentials(), &bound_port);
   builder.RegisterService(service.get());
+  // The server reports its calls in flight through ORCA (utilization "rif",
+  // per call and out of band): one line, before BuildAndStart().
+  std::shared_ptr<LoadReports> load_reports = EnableLoadReports(builder);
   stopping_.store(false);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
@@ -106,6 +110,7 @@ absl::Status Backend::StartOn(const std::string& ip, int port) {
   }
   service_ = std::move(service);
   server_ = std::move(server);
+  load_reports_ = std::move(load_reports);
   port_.store(bound_port);
   {
     std::lock_guard<std::mutex> ip_lock(ip_mu_);
@@ -123,10 +128,13 @@ void Backend::Stop() {
                        .time_since_epoch()
                        .count());
   stopping_.store(true);
+  // Clients' ORCA streams end now rather than at the end of the grace.
+  if (load_reports_ != nullptr) load_reports_->EndStreams();
   server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   server_->Wait();
   server_.reset();
   service_.reset();
+  load_reports_.reset();
 }
 
 absl::Status Backend::Restart() {

@@ -8,7 +8,9 @@
 //
 // A backend replies with its id, counts its calls, records the distinct values
 // of one request header (the request key), and tracks its peak number of
-// concurrent calls. Every method is thread-safe.
+// concurrent calls. It reports its calls in flight to clients through ORCA
+// (poise::EnableLoadReports, include/poise/load_reports.h). Every method is
+// thread-safe.
 #ifndef POISE_EXAMPLES_BACKEND_H_
 #define POISE_EXAMPLES_BACKEND_H_
 
@@ -26,6 +28,10 @@ namespace grpc {
 class Server;
 class Service;
 }  // namespace grpc
+
+namespace poise {
+class LoadReports;
+}  // namespace poise
 
 namespace poise::example {
 
@@ -80,9 +86,11 @@ class Backend {
   const std::string id_;
   const std::string key_header_;
 
-  std::mutex life_mu_;  // serialises Start/Stop; guards service_, server_
+  std::mutex life_mu_;  // serialises Start/Stop; guards service_, server_,
+                        // load_reports_
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<LoadReports> load_reports_;
   std::atomic<int> port_{0};
   mutable std::mutex ip_mu_;  // guards ip_
   std::string ip_ = "127.0.0.1";

@@ -1,4 +1,5 @@
-// An echo server that replies with its backend id.
+// An echo server that replies with its backend id, and reports its calls in
+// flight to clients through ORCA (poise::EnableLoadReports in backend.cc).
 //
 //   poise-example-server --port 50051 --id a
 #include <chrono>

@@ -1,4 +1,5 @@
-// One routed call through bounded_load_rendezvous, from a user's project.
+// One routed call through bounded_load_rendezvous, from a user's project,
+// to servers that report their calls in flight (poise::server).
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 
 #include "echo.grpc.pb.h"
 #include "poise/grpc_lb.h"
+#include "poise/load_reports.h"
 #include "poise/rendezvous.h"
 
 namespace {
@@ -38,6 +40,7 @@ int main() {
   }
   std::vector<std::unique_ptr<EchoService>> services;
   std::vector<std::unique_ptr<grpc::Server>> servers;
+  std::vector<std::shared_ptr<poise::LoadReports>> reports;
   std::vector<std::string> addresses;
   for (const char* id : {"a", "b", "c"}) {
     int port = 0;
@@ -46,6 +49,7 @@ int main() {
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                              &port);
     builder.RegisterService(services.back().get());
+    reports.push_back(poise::EnableLoadReports(builder));
     servers.push_back(builder.BuildAndStart());
     if (servers.back() == nullptr || port == 0) return 1;
     addresses.push_back("127.0.0.1:" + std::to_string(port));
@@ -80,6 +84,8 @@ int main() {
   const char* expected[] = {"a", "b", "c"};
   std::printf("routed customer-42 to %s (owner %s)\n",
               reply.backend_id().c_str(), expected[owner]);
+  // Clients' ORCA streams would hold a Shutdown() without a deadline.
+  for (auto& report : reports) report->EndStreams();
   for (auto& server : servers) server->Shutdown();
   return reply.backend_id() == expected[owner] ? 0 : 1;
 }

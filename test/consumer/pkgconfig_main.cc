@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "poise/grpc_lb.h"
+#include "poise/load_reports.h"
 #include "poise/rendezvous.h"
 
 int main() {
@@ -27,6 +28,15 @@ int main() {
       poise::WeightedRendezvous::Pick("customer-42", backends);
   if (!owner.ok() || owner.value() != 1) {
     std::fprintf(stderr, "Pick: expected b\n");
+    return 1;
+  }
+  // poise::server: options are checked (an empty metric name is refused).
+  grpc::ServerBuilder builder;
+  poise::LoadReportOptions options;
+  options.metric_name.clear();
+  if (poise::EnableLoadReports(builder, options).ok() ||
+      poise::EnableLoadReports(builder) == nullptr) {
+    std::fprintf(stderr, "EnableLoadReports: unexpected result\n");
     return 1;
   }
   std::printf("pkg-config consumer: ok\n");
