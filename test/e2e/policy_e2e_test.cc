@@ -263,5 +263,45 @@ TEST(PolicyE2E, InvalidConfigIsReportedWithTheField) {
       << status;
 }
 
+// serverLoad: the backends' ORCA reports (poise::server in the example
+// backend) reach the bounded policy, per call and out of band.
+TEST(PolicyE2E, ServerLoadReportsReachThePolicyPerCallAndOutOfBand) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(3, kHeader).ok());
+  Client per_call(set.target(),
+                  LbConfig("bounded_load_rendezvous",
+                           R"("serverLoad":{"outOfBandInterval":"0s"})"),
+                  "reports-per-call");
+  for (int k = 0; k < 30; ++k) {
+    ASSERT_EQ(
+        per_call.Call(absl::StrCat("user-", k), Calling()).status.error_code(),
+        grpc::StatusCode::OK);
+  }
+  grpc_lb::ChannelStats stats = StatsFor("reports-per-call");
+  EXPECT_TRUE(stats.server_load);
+  EXPECT_EQ(stats.load_reports, 30u);  // one per call, in its trailer
+  EXPECT_EQ(stats.refused_load_reports, 0u);
+  for (const auto& b : stats.backends) {
+    if (b.picks == 0) continue;
+    EXPECT_GE(b.report_age_ms, 0) << b.address;
+    EXPECT_EQ(b.reported_load, 1u) << b.address;  // the call itself
+  }
+  // Out of band only: every backend reports, called or not.
+  Client oob(set.target(),
+             LbConfig("bounded_load_rendezvous",
+                      R"("serverLoad":{"outOfBandInterval":"0.01s"})"),
+             "reports-oob");
+  ASSERT_EQ(oob.Call("user-1", Calling()).status.error_code(),
+            grpc::StatusCode::OK);
+  EXPECT_TRUE(WaitFor([] {
+    const grpc_lb::ChannelStats s = StatsFor("reports-oob");
+    if (s.load_reports < 10) return false;
+    for (const auto& b : s.backends) {
+      if (b.report_age_ms < 0) return false;
+    }
+    return true;
+  }));
+}
+
 }  // namespace
 }  // namespace poise::grpc_lb
