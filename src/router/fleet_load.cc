@@ -24,14 +24,14 @@ bool TakesRoom(const FreshReport& report, uint64_t own_now, uint64_t capacity,
                double own_share, double own_asks_per_ns, double uniform) {
   // Room this client made itself since the report: no one else knows of it.
   if (own_now < report.own_then) return true;
-  const uint64_t seen = report.others + report.own_then;
-  if (seen >= capacity) return false;
-  const auto headroom = static_cast<double>(capacity - seen);
-  // The fleet's asks for the backend since the report, as this client's own
-  // scaled by its share of the calls.
-  const double fleet_asks =
-      own_asks_per_ns / own_share * static_cast<double>(report.age_ns);
-  return fleet_asks <= headroom || uniform * fleet_asks < headroom;
+  const uint64_t load = report.others + own_now;
+  if (load >= capacity) return false;
+  const auto room = static_cast<double>(capacity - load);
+  // The other clients' asks for the backend since the report: this client's
+  // own rate scaled by their share of the calls to its own.
+  const double others_asks = own_asks_per_ns * (1.0 / own_share - 1.0) *
+                             static_cast<double>(report.age_ns);
+  return others_asks <= room || uniform * others_asks < room;
 }
 
 double AskRate::Ask(int64_t now_ns, int64_t horizon_ns) {

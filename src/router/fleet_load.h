@@ -20,12 +20,13 @@
 // Herding. Every client reads reports of the same age, so a report that shows
 // headroom H_i = cap_i - reported_i would draw, if each client took it whole,
 // every client that asks for backend i until the next report: up to the
-// fleet's asks in that time, not H_i calls. So a pick that finds room on a
-// backend only by a report's stale headroom takes it at random, with
-// probability H_i / A_i, where A_i estimates the fleet's asks for i since the
-// report: this client's own rate of asks for i (picks that visited it) over
-// its share of the fleet's calls, times the report's age. The fleet then
-// takes about H_i calls per report, however many clients share it. Room the
+// fleet's asks in that time, not H_i calls. So a pick that finds room R_i =
+// cap_i - E_i on a backend by a report of some age takes it at random, with
+// probability R_i / A_i, where A_i estimates the other clients' asks for i
+// since the report: this client's own rate of asks for i (picks that visited
+// it) scaled by the others' share of the calls to its own, times the
+// report's age. The fleet then takes about R_i calls per report, however
+// many clients share it; a client alone (share 1) always takes it. Room the
 // client made itself (its own calls that ended since the report) it takes
 // back at once: no other client knows of it yet. docs/fleet-bounds.md has
 // the simulation (poise-sim --fleet) that chose this rule over the others

@@ -191,65 +191,81 @@ PickOutcome Picker::PickBounded(std::string_view key) const {
 // ---------------------------------------------------------------------------
 // serverLoad (P7)
 
-const Picker::FleetView& Picker::ViewFleet() const {
-  thread_local FleetView view;
+uint64_t Picker::FleetLoadOf(size_t i, int64_t now_ns,
+                             std::optional<FreshReport>* report) const {
+  const std::optional<FreshReport> fresh =
+      list_->backends[i].cell->report.Fresh(now_ns, max_report_age_ns_);
+  if (report != nullptr) *report = fresh;
+  return FleetEstimate(fresh, counters_[i]->Load());
+}
+
+uint64_t Picker::OthersSum(int64_t now_ns, bool* without_report) const {
+  const int64_t at = others_sum_at_ns_.load(std::memory_order_acquire);
+  if (at != ReportSlot::kNever && now_ns - at < kFleetSumPeriodNs &&
+      now_ns >= at) {
+    *without_report =
+        others_sum_without_report_.load(std::memory_order_relaxed);
+    return others_sum_.load(std::memory_order_relaxed);
+  }
+  uint64_t sum = 0;
+  bool without = false;
   const std::vector<Candidate>& candidates = ready_.candidates();
-  view.loads.assign(candidates.size(), 0);
-  view.own.assign(candidates.size(), 0);
-  view.reports.assign(candidates.size(), std::nullopt);
-  view.total = 0;
-  view.own_total = 0;
-  view.now_ns = FleetNowNs();
-  bool without_report = false;
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (!candidates[i].eligible) continue;
-    view.own[i] = counters_[i]->Load();
-    view.reports[i] =
-        list_->backends[i].cell->report.Fresh(view.now_ns, max_report_age_ns_);
-    without_report |= !view.reports[i].has_value();
-    view.loads[i] = FleetEstimate(view.reports[i], view.own[i]);
-    // Each report is below 2^40: the sums stay far below 2^64 for any list
+    const std::optional<FreshReport> report =
+        list_->backends[i].cell->report.Fresh(now_ns, max_report_age_ns_);
+    without |= !report.has_value();
+    // Each report is below 2^40: the sum stays far below 2^64 for any list
     // a channel can hold.
-    view.total += view.loads[i];
-    view.own_total += view.own[i];
+    if (report.has_value()) sum += report->others;
   }
-  if (without_report) {
-    stats_->picks_without_some_report.fetch_add(1, std::memory_order_relaxed);
-  }
-  return view;
+  others_sum_.store(sum, std::memory_order_relaxed);
+  others_sum_without_report_.store(without, std::memory_order_relaxed);
+  others_sum_at_ns_.store(now_ns, std::memory_order_release);
+  *without_report = without;
+  return sum;
 }
 
 PickOutcome Picker::PickFleetBounded(std::string_view key) const {
-  const FleetView& view = ViewFleet();
+  const int64_t now_ns = FleetNowNs();
+  bool without_report = false;
+  const uint64_t own_total = scope_total_->Load();
+  // L: the others' calls as reported plus this client's own now.
+  const uint64_t total = OthersSum(now_ns, &without_report) + own_total;
+  if (without_report) {
+    stats_->picks_without_some_report.fetch_add(1, std::memory_order_relaxed);
+  }
   // This client's part of the fleet's calls, the pick's own call counted.
-  const double share = static_cast<double>(view.own_total + 1) /
-                       static_cast<double>(view.total + 1);
+  const double share =
+      static_cast<double>(own_total + 1) / static_cast<double>(total + 1);
   thread_local std::mt19937_64 rng{std::random_device{}()};
   // A visited backend's load: E_i, or as full when the herding rule does not
   // take its room (fleet_load.h). Each visit is an ask.
   const auto herding = [&](size_t i) -> uint64_t {
     const double asks =
-        list_->backends[i].cell->asks.Ask(view.now_ns, max_report_age_ns_);
-    const uint64_t load = view.loads[i];
-    if (!view.reports[i].has_value() || ready_weight_ == 0) return load;
+        list_->backends[i].cell->asks.Ask(now_ns, max_report_age_ns_);
+    std::optional<FreshReport> report;
+    const uint64_t load = FleetLoadOf(i, now_ns, &report);
+    if (!report.has_value() || ready_weight_ == 0) return load;
     const UInt128 capacity =
         bounded_policy_
-            .BoundFor(view.total, ready_.candidates()[i].weight, ready_weight_)
+            .BoundFor(total, ready_.candidates()[i].weight, ready_weight_)
             .Capacity();
     if (capacity <= load || (capacity >> 64) != 0) return load;
     const double uniform = static_cast<double>(rng() >> 11) * 0x1p-53;
-    return TakesRoom(*view.reports[i], view.own[i],
+    return TakesRoom(*report, load - report->others,
                      static_cast<uint64_t>(capacity), share, asks, uniform)
                ? load
                : static_cast<uint64_t>(capacity);
   };
-  Result<PreparedCandidates::Routed> routed = ready_.RouteWithTotal(
-      bounded_policy_, key, view.total, herding, Scratch());
-  // The rule left no backend with room: the bound alone decides.
+  Result<PreparedCandidates::Routed> routed =
+      ready_.RouteWithTotal(bounded_policy_, key, total, herding, Scratch());
+  // The rule left no backend with room (or the sum was behind the loads):
+  // the bound alone decides, over the loads' own sum.
   if (routed.ok() && routed.value().stale_total) {
     routed = ready_.RouteWithTotal(
-        bounded_policy_, key, view.total,
-        [&view](size_t i) { return view.loads[i]; }, Scratch());
+        bounded_policy_, key, total,
+        [this, now_ns](size_t i) { return FleetLoadOf(i, now_ns); }, Scratch());
   }
   if (!routed.ok()) return Fail(RouteError(routed.error()));
   const PreparedCandidates::Routed& d = routed.value();
@@ -291,14 +307,14 @@ PickOutcome Picker::PickWithinLimit(std::string_view key,
                                     size_t affinity) const {
   thread_local std::vector<Candidate> candidates;
   candidates = ready_.candidates();
-  const std::vector<uint64_t>* fleet = fleet_ ? &ViewFleet().loads : nullptr;
+  const int64_t now_ns = fleet_ ? FleetNowNs() : 0;
   for (;;) {
     LeaveOutBackendsAtTheLimit(candidates);
     size_t selection;
     if (bounded_) {
       const Result<Decision> d = bounded_policy_.Decide(
           key, candidates, ready_.table(),
-          [this, fleet](size_t i) { return LoadOf(i, fleet); }, Scratch());
+          [this, now_ns](size_t i) { return LoadOf(i, now_ns); }, Scratch());
       if (!d.ok()) break;
       selection = d.value().selection;
     } else {
@@ -362,7 +378,7 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
   const bool limited = limit_ != InFlightCounter::kNoLimit;
   thread_local std::vector<Candidate> candidates;
   candidates = ready_.candidates();
-  const std::vector<uint64_t>* fleet = fleet_ ? &ViewFleet().loads : nullptr;
+  const int64_t now_ns = fleet_ ? FleetNowNs() : 0;
   bool left_out = false;  // some READY backend was at the limit
   for (;;) {
     if (limited) left_out |= LeaveOutBackendsAtTheLimit(candidates);
@@ -370,7 +386,7 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
     if (bounded_) {
       const Result<Decision> d = bounded_policy_.DecideNth(
           key, candidates, ready_.table(),
-          [this, fleet](size_t i) { return LoadOf(i, fleet); }, n, Scratch());
+          [this, now_ns](size_t i) { return LoadOf(i, now_ns); }, n, Scratch());
       chosen = d.ok() ? Result<size_t>(d.value().selection)
                       : Result<size_t>(d.error());
     } else {

@@ -3,6 +3,7 @@
 #ifndef POISE_SRC_ROUTER_PICKER_H_
 #define POISE_SRC_ROUTER_PICKER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -159,22 +160,16 @@ class Picker final {
   PickOutcome PickBounded(std::string_view key) const;
   // P7: PickBounded over the fleet's loads.
   PickOutcome PickFleetBounded(std::string_view key) const;
-  // What a pick knows of the fleet, by backend index (zero and nullopt for
-  // backends not READY): per thread, valid until the thread's next call.
-  struct FleetView {
-    std::vector<uint64_t> loads;  // E_i
-    std::vector<uint64_t> own;    // this client's (the scope's) calls
-    std::vector<std::optional<FreshReport>> reports;
-    uint64_t total = 0;      // L, the sum of the loads
-    uint64_t own_total = 0;  // the sum of own
-    int64_t now_ns = 0;
-  };
-  // Reads it; counts a pick without some READY backend's report.
-  const FleetView& ViewFleet() const;
-  // Backend i's load in P4 and P6: the scope's, or under serverLoad the
-  // fleet's (`fleet`: ViewFleet().loads, else null).
-  uint64_t LoadOf(size_t i, const std::vector<uint64_t>* fleet) const {
-    return fleet != nullptr ? (*fleet)[i] : counters_[i]->Load();
+  // E_i of READY backend i at `now_ns`, and its fresh report if any.
+  uint64_t FleetLoadOf(size_t i, int64_t now_ns,
+                       std::optional<FreshReport>* report = nullptr) const;
+  // The others' calls over the READY backends with a fresh report (L less
+  // this client's own), summed again at most every kFleetSumPeriodNs, and
+  // whether some READY backend had none at that sum.
+  uint64_t OthersSum(int64_t now_ns, bool* without_report) const;
+  // Backend i's load in P4 and P6: the scope's, or under serverLoad E_i.
+  uint64_t LoadOf(size_t i, int64_t now_ns) const {
+    return fleet_ ? FleetLoadOf(i, now_ns) : counters_[i]->Load();
   }
   PickOutcome Complete(size_t index, bool spilled, InFlightGuard slot) const;
   // A slot on backend `index`'s counter unless it is at the limit (0: none).
@@ -208,6 +203,13 @@ class Picker final {
   // serverLoad (P7): on, and its maxReportAge.
   const bool fleet_;
   const int64_t max_report_age_ns_;
+  // OthersSum's last sum: reading every READY backend's report on every pick
+  // would cost O(n); L a millisecond old moves the bounds by little (the
+  // loads compared are read at the pick). Picks on any thread refresh it.
+  static constexpr int64_t kFleetSumPeriodNs = 1'000'000;
+  mutable std::atomic<int64_t> others_sum_at_ns_{ReportSlot::kNever};
+  mutable std::atomic<uint64_t> others_sum_{0};
+  mutable std::atomic<bool> others_sum_without_report_{false};
   const BoundedLoadRendezvous bounded_policy_;
   // The load scope's calls in flight: L of every bound (P3).
   const InFlightCounter* const scope_total_;

@@ -144,6 +144,8 @@ TEST_F(FleetPickerTest, AnIdleFleetRoutesEveryKeyToItsOwner) {
   EXPECT_EQ(stats_->picks_without_some_report.load(), 200u);
   EXPECT_TRUE(stats_->server_load.load());
   for (size_t i = 0; i < 5; ++i) Report(i, 0);
+  // L is summed again at most every ms (Picker::OthersSum).
+  fake_now_ns += 1'000'000;
   for (int k = 0; k < 200; ++k) {
     const std::string key = "key-" + std::to_string(k);
     EXPECT_EQ(Completed(Pick(key)).backend, Owner(key)) << key;
@@ -180,10 +182,15 @@ TEST_F(FleetPickerTest, AReportOlderThanMaxReportAgeCountsOnlyOwnCalls) {
   fake_now_ns += absl::ToInt64Nanoseconds(absl::Seconds(1));
   EXPECT_NE(Completed(Pick(key)).backend, owner);  // exactly 1 s: fresh
   fake_now_ns += 1;
-  const PickOutcome outcome = Pick(key);
-  EXPECT_EQ(Completed(outcome).backend, owner);
-  EXPECT_FALSE(Completed(outcome).spilled);
-  EXPECT_EQ(stats_->picks_without_some_report.load(), 1u);
+  {
+    const PickOutcome outcome = Pick(key);
+    EXPECT_EQ(Completed(outcome).backend, owner);
+    EXPECT_FALSE(Completed(outcome).spilled);
+  }
+  // The count follows L's sum, made again at most every ms.
+  fake_now_ns += 1'000'000;
+  EXPECT_EQ(Completed(Pick(key)).backend, owner);
+  EXPECT_GE(stats_->picks_without_some_report.load(), 1u);
 }
 
 TEST_F(FleetPickerTest, ThisClientsOwnCallsCountAsTheyAreNow) {
@@ -196,6 +203,7 @@ TEST_F(FleetPickerTest, ThisClientsOwnCallsCountAsTheyAreNow) {
   for (const PickOutcome& o : held) EXPECT_EQ(Completed(o).backend, owner);
   Report(owner, 3);
   Report(1 - owner, 0);
+  fake_now_ns += 1'000'000;  // L's next sum
   // L = 3, the owner's bound ceil(1.5 * 4 / 2) = 3: full, the key spills.
   EXPECT_EQ(Completed(Pick(key)).backend, 1 - owner);
   // Two own calls end: the owner's load is 1 now, not the 3 reported.
@@ -249,13 +257,17 @@ TEST_F(FleetPickerTest, PicksAreDecideOnTheFleetsLoads) {
 TEST(TakesRoom, SharesAStaleReportsRoomAmongTheFleetsAsksSinceIt) {
   // 10 others and 2 own calls reported, capacity 15: room for 3.
   const FreshReport report{10, 2, /*age_ns=*/1'000'000};
-  // Asking once per ms with 1 % of the fleet's calls: the fleet asked 100
-  // times in the report's 1 ms, so each ask takes the room with 3 %.
+  // Asking once per ms with 1 % of the fleet's calls: the others asked 99
+  // times in the report's 1 ms, so each ask takes the room with 3 / 99.
   const double per_ns = 1e-6;
   EXPECT_TRUE(TakesRoom(report, 2, 15, 0.01, per_ns, 0.029));
   EXPECT_FALSE(TakesRoom(report, 2, 15, 0.01, per_ns, 0.031));
-  // Fewer asks than the room: always.
+  // Fewer asks than the room: always; a client alone: always.
   EXPECT_TRUE(TakesRoom(report, 2, 15, 0.5, per_ns, 0.999));
+  EXPECT_TRUE(TakesRoom(report, 2, 15, 1.0, per_ns, 0.999));
+  // Its own calls grew since the report: less room (15 - 13 = 2 of 99).
+  EXPECT_TRUE(TakesRoom(report, 3, 15, 0.01, per_ns, 0.019));
+  EXPECT_FALSE(TakesRoom(report, 3, 15, 0.01, per_ns, 0.021));
   // A new report (age 0): always.
   EXPECT_TRUE(TakesRoom({10, 2, 0}, 2, 15, 0.01, per_ns, 0.999));
   // Its own calls ended since the report: that room is its own.

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 26's simulation goals: poise-sim --fleet at (C x k, n) = (16 x 1, 5),
+# (100 x 2, 50), (1,000 x 1, 100) and (1,000 x 4, 100), with per-call reports
+# only and with out-of-band reports every 1/10 and 1 mean call time. Prints
+# LOCAL, FLEET, IDEAL and PLAIN (FLEET without its herding rule) and checks
+# FLEET against the goals: time-averaged maximum <= 1.1 x the global bound B,
+# peak <= 1.25 B + 1, owner share within 2 points of IDEAL's.
+#   bench/fleet_sim.sh [poise-sim]    (default: build/tools/poise-sim)
+#   DURATION=T SEEDS="1 2"            simulated call times per run, seeds
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+sim=${1:-$root/build/tools/poise-sim}
+duration=${DURATION:-100}
+seeds=${SEEDS:-1}
+
+printf '%-12s %-9s %3s  %-22s %-22s %-22s %-22s %s\n' "C x k, n" reports B \
+  "LOCAL peak/avg/owner" "FLEET peak/avg/owner" "IDEAL peak/avg/owner" \
+  "PLAIN peak/avg/owner" "FLEET goals (avg, peak, owner)"
+for config in "16 1 5" "100 2 50" "1000 1 100" "1000 4 100"; do
+  read -r c k n <<<"$config"
+  for oob in 0 0.1 1; do
+    for seed in $seeds; do
+      "$sim" --fleet --clients "$c" --calls "$k" --backends "$n" --oob "$oob" \
+        --duration "$duration" --seed "$seed" --plain --csv |
+        awk -F, -v label="$c x $k, $n" -v oob="$oob" '
+          NR == 1 { next }
+          { peak[$1] = $7; avg[$1] = $8; owner[$1] = $12; bound = $6 }
+          END {
+            reports = oob == 0 ? "per-call" : "oob " oob
+            printf "%-12s %-9s %3d ", label, reports, bound
+            split("LOCAL FLEET IDEAL PLAIN", modes, " ")
+            for (i = 1; i <= 4; i++) {
+              m = modes[i]
+              printf " %5.0f/%6.2f/%5.1f%%     ", peak[m], avg[m], 100 * owner[m]
+            }
+            ok_avg = avg["FLEET"] <= 1.1 * bound
+            ok_peak = peak["FLEET"] <= 1.25 * bound + 1
+            d = 100 * (owner["FLEET"] - owner["IDEAL"])
+            ok_owner = d >= -2 && d <= 2
+            printf "%s %s %s (%+.1f)\n", ok_avg ? "met" : "MISSED",
+                   ok_peak ? "met" : "MISSED", ok_owner ? "met" : "MISSED", d
+          }'
+    done
+  done
+done
