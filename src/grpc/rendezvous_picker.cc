@@ -58,6 +58,11 @@ class ReportingCallTracker final
     if (data != nullptr) {
       TakeLoadReport(*data, config_->server_load->metric, *cell_, *stats_,
                      policy_);
+    } else {
+      POISE_TRACE(
+          "[poise %p] a call ended without a load report: its backend counts "
+          "only this client's calls once its last report ages out",
+          policy_);
     }
     slot_.Release();
   }

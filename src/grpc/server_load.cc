@@ -13,7 +13,13 @@ void TakeLoadReport(const grpc_core::BackendMetricData& data,
                     const std::string& metric, router::BackendCell& cell,
                     router::PolicyStats& stats, const void* policy) {
   const auto it = data.utilization.find(metric);
-  if (it == data.utilization.end()) return;
+  if (it == data.utilization.end()) {
+    POISE_TRACE(
+        "[poise %p] a load report without utilization \"%s\": the backend "
+        "counts only this client's calls once its last report ages out",
+        policy, metric.c_str());
+    return;
+  }
   const std::optional<uint64_t> count = router::ReportedCount(it->second);
   if (!count.has_value()) {
     stats.refused_load_reports.fetch_add(1, std::memory_order_relaxed);
