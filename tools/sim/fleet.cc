@@ -61,7 +61,9 @@ constexpr char kFleetUsage[] =
     "  --warmup T         simulated time not measured (default 20)\n"
     "  --seed S           (default 1)\n"
     "  --csv              one CSV row per mode\n"
-    "  --plain            also PLAIN\n";
+    "  --plain            also PLAIN\n"
+    "  --check            exit 1 unless IDEAL never passes the bound and\n"
+    "                     FLEET's time-averaged maximum is below LOCAL's\n";
 
 // ---------------------------------------------------------------------------
 // Options
@@ -84,6 +86,7 @@ struct FleetOptions {
   uint64_t seed = 1;
   bool csv = false;
   bool plain = false;
+  bool check = false;
 };
 
 bool ParseUint(const char* text, uint64_t min, uint64_t max, uint64_t* out) {
@@ -124,8 +127,8 @@ std::optional<int> ParseFleetOptions(int argc, char** argv, FleetOptions* o) {
       std::fputs(kFleetUsage, stdout);
       return 0;
     }
-    if (arg == "--csv" || arg == "--plain") {
-      (arg == "--csv" ? o->csv : o->plain) = true;
+    if (arg == "--csv" || arg == "--plain" || arg == "--check") {
+      (arg == "--csv" ? o->csv : arg == "--plain" ? o->plain : o->check) = true;
       continue;
     }
     const char* value = i + 1 < argc ? argv[++i] : "";
@@ -553,10 +556,18 @@ int RunFleet(int argc, char** argv) {
                 "peak/B", "avg max/B", "spill", "owner share");
   }
   std::vector<Mode> modes = {Mode::kLocal, Mode::kFleet, Mode::kIdeal};
+  double local_avg_max = 0;
+  double fleet_avg_max = 0;
+  bool ideal_within = true;
   if (o.plain) modes.push_back(Mode::kPlain);
   for (const Mode mode : modes) {
     Fleet fleet(o, mode);
     const Outcome out = fleet.Run();
+    if (mode == Mode::kLocal) local_avg_max = out.avg_max;
+    if (mode == Mode::kFleet) fleet_avg_max = out.avg_max;
+    // One instant view never passes a backend's bound: the invariant of the
+    // simulation itself.
+    if (mode == Mode::kIdeal) ideal_within = out.peak <= 1.0;
     if (o.csv) {
       std::printf("%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64
                   ",%g,%.0f,%.2f,%.2f,%.3f,%.3f,%.4f,%.4f,%d\n",
@@ -569,6 +580,13 @@ int RunFleet(int argc, char** argv) {
                   out.peak, out.avg_max, 100 * out.spill,
                   100 * (1 - out.spill));
     }
+  }
+  if (o.check && !(ideal_within && fleet_avg_max < local_avg_max)) {
+    std::fprintf(stderr,
+                 "poise-sim: check failed: IDEAL within its bound: %s; FLEET's "
+                 "time-averaged maximum %.3f B, LOCAL's %.3f B\n",
+                 ideal_within ? "yes" : "no", fleet_avg_max, local_avg_max);
+    return 1;
   }
   return 0;
 }
