@@ -27,6 +27,7 @@ struct Channel {
     NormalizeAndValidate(config);
     config_ = std::make_shared<const Config>(std::move(config));
     std::vector<ResolverEntry> entries;
+    entries.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       entries.push_back({"10.0." + std::to_string(i / 250) + "." +
                              std::to_string(i % 250 + 1) + ":80",
@@ -53,6 +54,7 @@ struct Channel {
 
 std::vector<std::string> Keys() {
   std::vector<std::string> keys;
+  keys.reserve(1024);
   for (int k = 0; k < 1024; ++k) keys.push_back("user-" + std::to_string(k));
   return keys;
 }
@@ -65,7 +67,7 @@ void BM_FleetPickPaired(benchmark::State& state) {
   size_t k = 0;
   std::chrono::nanoseconds scope_time{0};
   std::chrono::nanoseconds fleet_time{0};
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     const std::string& key = keys[k++ & 1023];
     auto t0 = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize(scope.picker_->Pick(PickRequest{key, 0}));

@@ -41,7 +41,7 @@ double AskRate::Ask(int64_t now_ns, int64_t horizon_ns) {
     first_ns_.store(now_ns, std::memory_order_relaxed);
   }
   const int64_t at = at_ns_.load(std::memory_order_relaxed);
-  const double horizon = static_cast<double>(horizon_ns);
+  const auto horizon = static_cast<double>(horizon_ns);
   const double decay =
       now_ns > at ? std::exp(-static_cast<double>(now_ns - at) / horizon) : 1.0;
   const double before = count_.load(std::memory_order_relaxed) * decay;

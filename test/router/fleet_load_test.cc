@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -199,6 +200,7 @@ TEST_F(FleetPickerTest, ThisClientsOwnCallsCountAsTheyAreNow) {
   const size_t owner = Owner(key);
   // Three own calls on the owner, which the owner reports (3: no others).
   std::vector<PickOutcome> held;
+  held.reserve(3);
   for (int i = 0; i < 3; ++i) held.push_back(Pick(key));
   for (const PickOutcome& o : held) EXPECT_EQ(Completed(o).backend, owner);
   Report(owner, 3);
@@ -282,8 +284,9 @@ TEST(AskRate, CountsAsksOverTheHorizon) {
   EXPECT_EQ(rate.Ask(1000 * kMs, 1000 * kMs), 0.0);  // the first ask
   // One ask per ms for 2 s: about 1 per ms, whatever the horizon has seen.
   double last = 0;
-  for (int64_t t = 1; t <= 2000; ++t)
+  for (int64_t t = 1; t <= 2000; ++t) {
     last = rate.Ask((1000 + t) * kMs, 1000 * kMs);
+  }
   EXPECT_NEAR(last * kMs, 1.0, 0.4);
   // Idle for 5 horizons: the rate has decayed away.
   EXPECT_LT(rate.Ask(8000 * kMs, 1000 * kMs) * kMs, 0.01);
@@ -328,6 +331,55 @@ TEST_F(FleetPickerTest, ManyPicksShareTheRoomOfOneStaleReport) {
     taken += Completed(Pick(key)).backend == owner ? 1 : 0;
   }
   EXPECT_EQ(taken, 100);
+}
+
+// Reports arrive on other threads (calls' Finish(), out-of-band streams)
+// while picks read them; under TSan (POISE_TEST_TSAN) this is the race test.
+TEST_F(FleetPickerTest, ReportsAndPicksOnManyThreads) {
+  Build(8);
+  constexpr int kPicks = 20000;
+  std::atomic<bool> done{false};
+  std::vector<std::thread> reporters;
+  reporters.reserve(2);
+  for (int t = 0; t < 2; ++t) {
+    reporters.emplace_back([this, t, &done] {
+      std::mt19937_64 rng(static_cast<uint64_t>(t));
+      while (!done.load()) {
+        const size_t i = rng() % 8;
+        BackendCell& cell = *set_.backends()[i].cell;
+        fake_now_ns += 1000;
+        cell.report.Store(rng() % 20, cell.in_flight->Load(), fake_now_ns);
+      }
+    });
+  }
+  std::vector<std::thread> pickers;
+  pickers.reserve(2);
+  std::atomic<int> completed{0};
+  for (int t = 0; t < 2; ++t) {
+    pickers.emplace_back([this, t, &completed] {
+      std::mt19937_64 rng(static_cast<uint64_t>(100 + t));
+      std::vector<PickOutcome> held;
+      for (int k = 0; k < kPicks; ++k) {
+        const std::string key =
+            k % 3 == 0 ? "hot" : "k" + std::to_string(rng() % 100);
+        PickOutcome outcome =
+            picker_->Pick(PickRequest{key, k % 7 == 0 ? 1u : 0u});
+        if (std::holds_alternative<PickOutcome::Complete>(outcome.result)) {
+          completed.fetch_add(1);
+        }
+        held.push_back(std::move(outcome));
+        if (held.size() > 6) held.erase(held.begin(), held.begin() + 4);
+      }
+    });
+  }
+  for (std::thread& t : pickers) t.join();
+  done = true;
+  for (std::thread& t : reporters) t.join();
+  EXPECT_EQ(completed.load(), 2 * kPicks);  // a report never fails a pick
+  EXPECT_EQ(stats_->picks.load(), static_cast<uint64_t>(2 * kPicks));
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(set_.backends()[i].cell->in_flight->Load(), 0u);
+  }
 }
 
 }  // namespace

@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "echo.grpc.pb.h"
-#include "src/core/ext/filters/client_channel/backend_metric.h"
 #include "src/server/orca_wire.h"
 #include "test/server/lb_sinks.h"
+#include "test/server/metric_parser.h"
 
 namespace poise {
 namespace {
@@ -49,19 +49,7 @@ constexpr auto kWait = std::chrono::seconds(20);  // any awaited event
 // ---------------------------------------------------------------------------
 // Decoding with gRPC's own client-side parser.
 
-class Allocator final : public grpc_core::BackendMetricAllocatorInterface {
- public:
-  grpc_core::BackendMetricData* AllocateBackendMetricData() override {
-    return &data_.emplace_back();
-  }
-  char* AllocateString(size_t size) override {
-    return strings_.emplace_back(size, '\0').data();
-  }
-
- private:
-  std::deque<grpc_core::BackendMetricData> data_;
-  std::deque<std::string> strings_;
-};
+using Allocator = test_support::MetricAllocator;
 
 // The report's utilization map, or nullopt if gRPC cannot parse it.
 std::optional<std::map<std::string, double>> Utilization(

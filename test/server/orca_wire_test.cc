@@ -15,7 +15,7 @@
 #include <limits>
 #include <string>
 
-#include "src/core/ext/filters/client_channel/backend_metric.h"
+#include "test/server/metric_parser.h"
 
 namespace poise::load_reports_internal {
 namespace {
@@ -24,19 +24,7 @@ using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 using std::chrono::seconds;
 
-class Allocator final : public grpc_core::BackendMetricAllocatorInterface {
- public:
-  grpc_core::BackendMetricData* AllocateBackendMetricData() override {
-    return &data_.emplace_back();
-  }
-  char* AllocateString(size_t size) override {
-    return strings_.emplace_back(size, '\0').data();
-  }
-
- private:
-  std::deque<grpc_core::BackendMetricData> data_;
-  std::deque<std::string> strings_;
-};
+using Allocator = test_support::MetricAllocator;
 
 TEST(EncodeUtilization, GrpcParsesTheReport) {
   for (double value :

@@ -119,6 +119,99 @@ bool ParseWeights(std::string_view text, std::vector<uint32_t>* out) {
   return !out->empty();
 }
 
+bool ParseCallTime(const char* text, bool* exponential) {
+  const std::string_view v = text;
+  *exponential = v == "exp";
+  return v == "exp" || v == "fixed";
+}
+
+// The options that take a value: each parses it into its field.
+struct ValueOption {
+  std::string_view name;
+  bool (*parse)(const char* value, FleetOptions* o);
+};
+constexpr ValueOption kValueOptions[] = {
+    {"--clients",
+     [](const char* v, FleetOptions* o) {
+       return ParseUint(v, 1, 10000, &o->clients);
+     }},
+    {"--calls", [](const char* v,
+                   FleetOptions* o) { return ParseUint(v, 1, 64, &o->calls); }},
+    {"--backends",
+     [](const char* v, FleetOptions* o) {
+       return ParseUint(v, 1, 1000, &o->backends);
+     }},
+    {"--weights", [](const char* v,
+                     FleetOptions* o) { return ParseWeights(v, &o->weights); }},
+    {"--factor",
+     [](const char* v, FleetOptions* o) {
+       return ParseUint(v, 100, 10000, &o->factor);
+     }},
+    {"--call-time",
+     [](const char* v, FleetOptions* o) {
+       return ParseCallTime(v, &o->exponential);
+     }},
+    {"--hot-share",
+     [](const char* v, FleetOptions* o) {
+       return ParseDouble(v, 0.0, 1.0, &o->hot_share);
+     }},
+    {"--keys",
+     [](const char* v, FleetOptions* o) {
+       return ParseUint(v, 1, 10000000, &o->keys);
+     }},
+    {"--zipf",
+     [](const char* v, FleetOptions* o) {
+       return ParseDouble(v, 0.0, 5.0, &o->zipf);
+     }},
+    {"--oob",
+     [](const char* v, FleetOptions* o) {
+       return ParseDouble(v, 0.0, 1000.0, &o->oob);
+     }},
+    {"--delay",
+     [](const char* v, FleetOptions* o) {
+       return ParseDouble(v, 0.0, 1000.0, &o->delay);
+     }},
+    {"--max-age",
+     [](const char* v, FleetOptions* o) {
+       return ParseDouble(v, 1e-6, 1e9, &o->max_age);
+     }},
+    {"--duration",
+     [](const char* v, FleetOptions* o) {
+       return ParseDouble(v, 1.0, 1e6, &o->duration);
+     }},
+    {"--warmup",
+     [](const char* v, FleetOptions* o) {
+       return ParseDouble(v, 0.0, 1e6, &o->warmup);
+     }},
+    {"--seed",
+     [](const char* v, FleetOptions* o) {
+       return ParseUint(v, 0, UINT64_MAX, &o->seed);
+     }},
+};
+
+// The flags: each sets its field.
+struct FlagOption {
+  std::string_view name;
+  bool FleetOptions::*field;
+};
+constexpr FlagOption kFlagOptions[] = {{"--csv", &FleetOptions::csv},
+                                       {"--plain", &FleetOptions::plain},
+                                       {"--check", &FleetOptions::check}};
+
+// Parses argv[i] (and its value, advancing i): false for a bad option.
+bool ParseOne(int argc, char** argv, int* i, FleetOptions* o) {
+  const std::string_view arg = argv[*i];
+  for (const FlagOption& flag : kFlagOptions) {
+    if (flag.name == arg) return o->*flag.field = true;
+  }
+  for (const ValueOption& option : kValueOptions) {
+    if (option.name == arg) {
+      return *i + 1 < argc && option.parse(argv[++*i], o);
+    }
+  }
+  return false;
+}
+
 // nullopt: run; else the exit code (0 after --help, 2 for a bad option).
 std::optional<int> ParseFleetOptions(int argc, char** argv, FleetOptions* o) {
   for (int i = 1; i < argc; ++i) {
@@ -127,48 +220,9 @@ std::optional<int> ParseFleetOptions(int argc, char** argv, FleetOptions* o) {
       std::fputs(kFleetUsage, stdout);
       return 0;
     }
-    if (arg == "--csv" || arg == "--plain" || arg == "--check") {
-      (arg == "--csv" ? o->csv : arg == "--plain" ? o->plain : o->check) = true;
-      continue;
-    }
-    const char* value = i + 1 < argc ? argv[++i] : "";
-    bool ok = false;
-    if (arg == "--clients") {
-      ok = ParseUint(value, 1, 10000, &o->clients);
-    } else if (arg == "--calls") {
-      ok = ParseUint(value, 1, 64, &o->calls);
-    } else if (arg == "--backends") {
-      ok = ParseUint(value, 1, 1000, &o->backends);
-    } else if (arg == "--weights") {
-      ok = ParseWeights(value, &o->weights);
-    } else if (arg == "--factor") {
-      ok = ParseUint(value, 100, 10000, &o->factor);
-    } else if (arg == "--call-time") {
-      ok = std::string_view(value) == "exp" ||
-           std::string_view(value) == "fixed";
-      o->exponential = std::string_view(value) == "exp";
-    } else if (arg == "--hot-share") {
-      ok = ParseDouble(value, 0.0, 1.0, &o->hot_share);
-    } else if (arg == "--keys") {
-      ok = ParseUint(value, 1, 10000000, &o->keys);
-    } else if (arg == "--zipf") {
-      ok = ParseDouble(value, 0.0, 5.0, &o->zipf);
-    } else if (arg == "--oob") {
-      ok = ParseDouble(value, 0.0, 1000.0, &o->oob);
-    } else if (arg == "--delay") {
-      ok = ParseDouble(value, 0.0, 1000.0, &o->delay);
-    } else if (arg == "--max-age") {
-      ok = ParseDouble(value, 1e-6, 1e9, &o->max_age);
-    } else if (arg == "--duration") {
-      ok = ParseDouble(value, 1.0, 1e6, &o->duration);
-    } else if (arg == "--warmup") {
-      ok = ParseDouble(value, 0.0, 1e6, &o->warmup);
-    } else if (arg == "--seed") {
-      ok = ParseUint(value, 0, UINT64_MAX, &o->seed);
-    }
-    if (!ok) {
-      std::fprintf(stderr, "poise-sim: bad --fleet option '%s %s'\n%s",
-                   argv[i - 1], value, kFleetUsage);
+    if (!ParseOne(argc, argv, &i, o)) {
+      std::fprintf(stderr, "poise-sim: bad --fleet option '%s'\n%s", argv[i],
+                   kFleetUsage);
       return 2;
     }
   }
@@ -523,6 +577,50 @@ class Fleet final {
   double measured_time_ = 0;
 };
 
+// The global bound of the heaviest backend: ceil(f C k w / (100 W)).
+double GlobalBound(const FleetOptions& o) {
+  uint64_t w = 0;
+  for (uint32_t x : o.weights) w += x;
+  return static_cast<double>(
+      Bound(static_cast<uint32_t>(o.factor), o.clients * o.calls - 1,
+            *std::max_element(o.weights.begin(), o.weights.end()), w)
+          .Capacity());
+}
+
+void PrintHeader(const FleetOptions& o, double bound) {
+  if (o.csv) {
+    std::printf(
+        "mode,clients,calls,backends,oob,bound,peak,avg_max,peak_ratio,"
+        "avg_max_ratio,spill,owner_share,peak_within\n");
+    return;
+  }
+  std::printf(
+      "%" PRIu64 " clients x %" PRIu64 " calls, %" PRIu64
+      " backends, f = %" PRIu64
+      ", hot share %.2f, %s calls, %s; global bound %.0f\n",
+      o.clients, o.calls, o.backends, o.factor, o.hot_share,
+      o.exponential ? "exponential" : "fixed",
+      o.oob > 0 ? "per-call and out-of-band reports" : "per-call reports only",
+      bound);
+  std::printf("%-6s %8s %8s %10s %10s %7s %12s\n", "mode", "peak", "avg max",
+              "peak/B", "avg max/B", "spill", "owner share");
+}
+
+void PrintRow(const FleetOptions& o, double bound, Mode mode,
+              const Outcome& out) {
+  if (o.csv) {
+    std::printf("%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64
+                ",%g,%.0f,%.2f,%.2f,%.3f,%.3f,%.4f,%.4f,%d\n",
+                ModeName(mode), o.clients, o.calls, o.backends, o.oob, bound,
+                out.peak * bound, out.avg_max * bound, out.peak, out.avg_max,
+                out.spill, 1 - out.spill, out.peak_within ? 1 : 0);
+    return;
+  }
+  std::printf("%-6s %8.1f %8.2f %10.2f %10.3f %6.1f%% %11.1f%%\n",
+              ModeName(mode), out.peak * bound, out.avg_max * bound, out.peak,
+              out.avg_max, 100 * out.spill, 100 * (1 - out.spill));
+}
+
 }  // namespace
 
 int RunFleet(int argc, char** argv) {
@@ -530,62 +628,24 @@ int RunFleet(int argc, char** argv) {
   if (const std::optional<int> exit = ParseFleetOptions(argc, argv, &o)) {
     return *exit;
   }
-  const double bound = [&] {
-    uint64_t w = 0;
-    for (uint32_t x : o.weights) w += x;
-    return static_cast<double>(
-        Bound(static_cast<uint32_t>(o.factor), o.clients * o.calls - 1,
-              *std::max_element(o.weights.begin(), o.weights.end()), w)
-            .Capacity());
-  }();
-  if (o.csv) {
-    std::printf(
-        "mode,clients,calls,backends,oob,bound,peak,avg_max,peak_ratio,"
-        "avg_max_ratio,spill,owner_share,peak_within\n");
-  } else {
-    std::printf("%" PRIu64 " clients x %" PRIu64 " calls, %" PRIu64
-                " backends, f = %" PRIu64
-                ", hot share %.2f, %s calls, %s;"
-                " global bound %.0f\n",
-                o.clients, o.calls, o.backends, o.factor, o.hot_share,
-                o.exponential ? "exponential" : "fixed",
-                o.oob > 0 ? "per-call and out-of-band reports"
-                          : "per-call reports only",
-                bound);
-    std::printf("%-6s %8s %8s %10s %10s %7s %12s\n", "mode", "peak", "avg max",
-                "peak/B", "avg max/B", "spill", "owner share");
-  }
+  const double bound = GlobalBound(o);
+  PrintHeader(o, bound);
   std::vector<Mode> modes = {Mode::kLocal, Mode::kFleet, Mode::kIdeal};
-  double local_avg_max = 0;
-  double fleet_avg_max = 0;
-  bool ideal_within = true;
   if (o.plain) modes.push_back(Mode::kPlain);
+  std::vector<Outcome> outcomes;
   for (const Mode mode : modes) {
-    Fleet fleet(o, mode);
-    const Outcome out = fleet.Run();
-    if (mode == Mode::kLocal) local_avg_max = out.avg_max;
-    if (mode == Mode::kFleet) fleet_avg_max = out.avg_max;
-    // One instant view never passes a backend's bound: the invariant of the
-    // simulation itself.
-    if (mode == Mode::kIdeal) ideal_within = out.peak <= 1.0;
-    if (o.csv) {
-      std::printf("%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64
-                  ",%g,%.0f,%.2f,%.2f,%.3f,%.3f,%.4f,%.4f,%d\n",
-                  ModeName(mode), o.clients, o.calls, o.backends, o.oob, bound,
-                  out.peak * bound, out.avg_max * bound, out.peak, out.avg_max,
-                  out.spill, 1 - out.spill, out.peak_within ? 1 : 0);
-    } else {
-      std::printf("%-6s %8.1f %8.2f %10.2f %10.3f %6.1f%% %11.1f%%\n",
-                  ModeName(mode), out.peak * bound, out.avg_max * bound,
-                  out.peak, out.avg_max, 100 * out.spill,
-                  100 * (1 - out.spill));
-    }
+    outcomes.push_back(Fleet(o, mode).Run());
+    PrintRow(o, bound, mode, outcomes.back());
   }
-  if (o.check && !(ideal_within && fleet_avg_max < local_avg_max)) {
+  // One instant view never passes a backend's bound (the simulation's own
+  // invariant); the reports bound the fleet below each client's own counts.
+  const bool ideal_within = outcomes[2].peak <= 1.0;
+  if (o.check && !(ideal_within && outcomes[1].avg_max < outcomes[0].avg_max)) {
     std::fprintf(stderr,
                  "poise-sim: check failed: IDEAL within its bound: %s; FLEET's "
                  "time-averaged maximum %.3f B, LOCAL's %.3f B\n",
-                 ideal_within ? "yes" : "no", fleet_avg_max, local_avg_max);
+                 ideal_within ? "yes" : "no", outcomes[1].avg_max,
+                 outcomes[0].avg_max);
     return 1;
   }
   return 0;
