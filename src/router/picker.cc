@@ -260,8 +260,8 @@ PickOutcome Picker::PickFleetBounded(std::string_view key) const {
   };
   Result<PreparedCandidates::Routed> routed =
       ready_.RouteWithTotal(bounded_policy_, key, total, herding, Scratch());
-  // The rule left no backend with room (or the sum was behind the loads):
-  // the bound alone decides, over the loads' own sum.
+  // The rule left no backend with room: the bound alone decides (over the
+  // loads' own sum should L's sum be behind them: RouteWithTotal).
   if (routed.ok() && routed.value().stale_total) {
     routed = ready_.RouteWithTotal(
         bounded_policy_, key, total,
