@@ -260,6 +260,40 @@ std::string FleetConfig(const std::string& interval) {
                    interval, R"(","maxReportAge":"1s"})"));
 }
 
+// A thread that polls a completion queue until destroyed. gRPC 1.51's client
+// reads a channel's sockets only while some thread polls (a call waiting for
+// its completion, a completion queue's Next) or when its backup poller runs
+// (every 5 s by default): an ORCA stream's reports wait in the socket while a
+// sync client has no call in flight. A test that awaits out-of-band reports
+// between calls polls with this.
+class Poller {
+ public:
+  Poller()
+      : thread_([this] {
+          while (!done_.load()) {
+            void* tag = nullptr;
+            bool ok = false;
+            cq_.AsyncNext(&tag, &ok, std::chrono::system_clock::now() + 50ms);
+          }
+        }) {}
+  ~Poller() {
+    done_.store(true);
+    thread_.join();
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+  Poller(const Poller&) = delete;
+  Poller& operator=(const Poller&) = delete;
+
+ private:
+  grpc::CompletionQueue cq_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 const grpc_lb::BackendStats* StatsOf(const grpc_lb::ChannelStats& s,
                                      const std::string& address) {
   for (const auto& b : s.backends) {
@@ -366,6 +400,7 @@ TEST(FleetE2e, OutOfBandReportsShowACallInFlight) {
                               {"--call-ms", "0", "--reports", "oob"}}));
   const std::string label = "oob";
   Client client(backends.target(), FleetConfig("0.01s"), label);
+  const Poller poller;  // the stream is read between calls too
   int errors = 0;
   ASSERT_TRUE(CallUntilEachServed(client, backends, 1, label, &errors));
   EXPECT_EQ(errors, 0);
