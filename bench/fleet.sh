@@ -9,7 +9,7 @@
 # maximum over backends with the global bound ceil(f C K w / (100 W)).
 #
 #   bench/fleet.sh [--build DIR] [--seconds 10] [--clients 16] [--backends 6]
-#                  [--in-flight 1] [--hot-share 0.5] [--call-ms 20]
+#                  [--in-flight 1] [--hot-share 0.7] [--call-ms 20]
 #                  [--oob-interval 0.01s] [--max-report-age 1s]
 #                  [--modes "local fleet-per-call fleet-oob"]
 #
@@ -25,7 +25,7 @@ seconds=10
 clients=16
 backends=6
 in_flight=1
-hot_share=0.5
+hot_share=0.7
 call_ms=20
 oob_interval=0.01s
 max_report_age=1s
