@@ -312,13 +312,12 @@ bool CallUntilEachServed(Client& client, const Backends& backends, int each,
         const auto out = client.Call(absl::StrCat(label, "-", n++));
         if (!out.status.ok()) ++*errors;
         const auto s = StatsFor(label);
-        for (const std::string& a : backends.addresses()) {
-          const auto* b = StatsOf(s, a);
-          if (b == nullptr || b->picks < static_cast<uint64_t>(each)) {
-            return false;
-          }
-        }
-        return true;
+        return std::all_of(
+            backends.addresses().begin(), backends.addresses().end(),
+            [&](const std::string& a) {
+              const auto* b = StatsOf(s, a);
+              return b != nullptr && b->picks >= static_cast<uint64_t>(each);
+            });
       },
       20s, 0ms);
 }
@@ -460,6 +459,7 @@ TEST(FleetE2e, BackendKilledMidStreamLeavesNoCallCounted) {
   std::atomic<int> errors{0};
   std::atomic<int> non_unavailable{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       test_support::CallOptions options;

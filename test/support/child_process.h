@@ -8,7 +8,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -16,6 +15,7 @@
 
 #include <array>
 #include <chrono>
+#include <csignal>
 #include <optional>
 #include <string>
 #include <thread>
@@ -36,8 +36,10 @@ class ChildProcess {
     std::array<int, 2> fds{};
     if (pipe2(fds.data(), O_CLOEXEC) != 0) return false;
     std::vector<char*> args;
-    for (const std::string& a : argv)
+    args.reserve(argv.size() + 1);
+    for (const std::string& a : argv) {
       args.push_back(const_cast<char*>(a.c_str()));
+    }
     args.push_back(nullptr);
     const pid_t pid = fork();
     if (pid < 0) {
@@ -86,7 +88,7 @@ class ChildProcess {
     }
   }
 
-  void Signal(int signal) {
+  void Signal(int signal) const {
     if (pid_ > 0) kill(pid_, signal);
   }
 

@@ -42,6 +42,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "echo.grpc.pb.h"
 #include "poise/load_reports.h"
@@ -69,13 +70,10 @@ int Usage() {
   return 2;
 }
 
-bool ParseInt(const char* text, int64_t low, int64_t high, int64_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text, &end, 10);
-  if (*text == '\0' || *end != '\0' || errno != 0 || v < low || v > high) {
-    return false;
-  }
+bool ParseInt(const std::string& text, int64_t low, int64_t high,
+              int64_t* out) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < low || v > high) return false;
   *out = v;
   return true;
 }
@@ -200,7 +198,7 @@ class Service final : public poise::example::Echo::Service {
             options_.hot_key;
     }
     concurrency_->Change(+1, hot);
-    double ms = static_cast<double>(options_.call_ms);
+    auto ms = static_cast<double>(options_.call_ms);
     if (options_.exponential && ms > 0) {
       thread_local std::mt19937_64 rng(std::random_device{}());
       ms = std::exponential_distribution<double>(1.0 / ms)(rng);
@@ -237,6 +235,42 @@ class Service final : public poise::example::Echo::Service {
   std::string address_;
 };
 
+// One option that takes a value; false for a bad one.
+bool ParseValue(const std::string& arg, const std::string& value,
+                Options* options) {
+  if (arg == "--ip") {
+    options->ip = value;
+    return value.rfind("127.", 0) == 0;  // never outside 127.0.0.0/8
+  }
+  if (arg == "--port") return ParseInt(value, 0, 65535, &options->port);
+  if (arg == "--call-ms") return ParseInt(value, 0, 60000, &options->call_ms);
+  if (arg == "--reports") {
+    options->reports = value;
+    return value == "both" || value == "per-call" || value == "oob" ||
+           value == "none";
+  }
+  if (arg == "--garbage") {
+    options->garbage = value;
+    return value == "nan" || value == "negative";
+  }
+  if (arg == "--window-start-ms") {
+    return ParseInt(value, 0, std::numeric_limits<int64_t>::max() / 1000,
+                    &options->window_start_ms);
+  }
+  if (arg == "--window-ms") {
+    return ParseInt(value, 1, 86400000, &options->window_ms);
+  }
+  if (arg == "--key-header") {
+    options->key_header = value;
+    return true;
+  }
+  if (arg == "--hot-key") {
+    options->hot_key = value;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -247,43 +281,7 @@ int main(int argc, char** argv) {
       options.exponential = true;
       continue;
     }
-    if (i + 1 >= argc) return Usage();
-    const char* value = argv[++i];
-    if (arg == "--ip") {
-      options.ip = value;
-      if (options.ip.rfind("127.", 0) != 0) {
-        std::fprintf(stderr, "--ip must be in 127.0.0.0/8\n");
-        return 2;
-      }
-    } else if (arg == "--port") {
-      if (!ParseInt(value, 0, 65535, &options.port)) return Usage();
-    } else if (arg == "--call-ms") {
-      if (!ParseInt(value, 0, 60000, &options.call_ms)) return Usage();
-    } else if (arg == "--reports") {
-      options.reports = value;
-      if (options.reports != "both" && options.reports != "per-call" &&
-          options.reports != "oob" && options.reports != "none") {
-        return Usage();
-      }
-    } else if (arg == "--garbage") {
-      options.garbage = value;
-      if (options.garbage != "nan" && options.garbage != "negative") {
-        return Usage();
-      }
-    } else if (arg == "--window-start-ms") {
-      if (!ParseInt(value, 0, std::numeric_limits<int64_t>::max() / 1000,
-                    &options.window_start_ms)) {
-        return Usage();
-      }
-    } else if (arg == "--window-ms") {
-      if (!ParseInt(value, 1, 86400000, &options.window_ms)) return Usage();
-    } else if (arg == "--key-header") {
-      options.key_header = value;
-    } else if (arg == "--hot-key") {
-      options.hot_key = value;
-    } else {
-      return Usage();
-    }
+    if (i + 1 >= argc || !ParseValue(arg, argv[++i], &options)) return Usage();
   }
   if (!options.garbage.empty()) options.reports = "none";
 

@@ -31,12 +31,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "echo.grpc.pb.h"
@@ -143,143 +145,136 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
-}  // namespace
+bool Parse(const std::string& text, int* out) {
+  return absl::SimpleAtoi(text, out);
+}
+bool Parse(const std::string& text, int64_t* out) {
+  return absl::SimpleAtoi(text, out);
+}
+bool Parse(const std::string& text, double* out) {
+  return absl::SimpleAtod(text, out);
+}
 
-int main(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) return Usage();
-    const std::string value = argv[++i];
-    char* end = nullptr;
-    if (arg == "--target") {
-      o.target = value;
-    } else if (arg == "--mode") {
-      o.mode = value;
-      if (o.mode != "local" && o.mode != "fleet-per-call" &&
-          o.mode != "fleet-oob") {
-        return Usage();
-      }
-    } else if (arg == "--in-flight") {
-      o.in_flight = static_cast<int>(std::strtol(value.c_str(), &end, 10));
-      if (*end != '\0' || o.in_flight < 1 || o.in_flight > 64) return Usage();
-    } else if (arg == "--hot-share") {
-      o.hot_share = std::strtod(value.c_str(), &end);
-      if (*end != '\0' || !(o.hot_share >= 0 && o.hot_share <= 1)) {
-        return Usage();
-      }
-    } else if (arg == "--keys") {
-      o.keys = static_cast<int>(std::strtol(value.c_str(), &end, 10));
-      if (*end != '\0' || o.keys < 1 || o.keys > 10000000) return Usage();
-    } else if (arg == "--zipf") {
-      o.zipf = std::strtod(value.c_str(), &end);
-      if (*end != '\0' || !(o.zipf >= 0 && o.zipf <= 5)) return Usage();
-    } else if (arg == "--seconds") {
-      o.seconds = std::strtod(value.c_str(), &end);
-      if (*end != '\0' || !(o.seconds > 0 && o.seconds <= 3600)) {
-        return Usage();
-      }
-    } else if (arg == "--start-at-ms") {
-      o.start_at_ms = std::strtoll(value.c_str(), &end, 10);
-      if (*end != '\0' || o.start_at_ms < 0) return Usage();
-    } else if (arg == "--oob-interval") {
-      o.oob_interval = value;
-    } else if (arg == "--max-report-age") {
-      o.max_report_age = value;
-    } else if (arg == "--factor") {
-      o.factor = static_cast<int>(std::strtol(value.c_str(), &end, 10));
-      if (*end != '\0' || o.factor < 100) return Usage();
-    } else if (arg == "--seed") {
-      o.seed = std::strtoull(value.c_str(), &end, 10);
-      if (*end != '\0') return Usage();
-    } else if (arg == "--label") {
-      o.label = value;
-    } else {
-      return Usage();
-    }
-  }
-  if (o.target.rfind("ipv4:", 0) != 0) return Usage();
-  // The backends' addresses, which are their identities; all in 127/8.
-  const std::vector<std::string> addresses =
-      absl::StrSplit(o.target.substr(5), ',');
-  std::vector<poise::Candidate> candidates;
-  for (const std::string& a : addresses) {
-    if (a.rfind("127.", 0) != 0) {
-      std::fprintf(stderr, "every backend must be in 127.0.0.0/8: %s\n",
-                   a.c_str());
-      return 2;
-    }
-    candidates.push_back({a, 1, true});
-  }
-  const auto owner_index = poise::WeightedRendezvous::Pick(kHotKey, candidates);
-  if (!owner_index.ok()) return Usage();
-  const std::string owner = addresses[owner_index.value()];
+// Parses `text` into *out if it is a number in [low, high].
+template <typename T>
+bool InRange(const std::string& text, T* out, T low, T high) {
+  T value{};
+  if (!Parse(text, &value) || !(value >= low && value <= high)) return false;
+  *out = value;
+  return true;
+}
 
-  if (absl::Status s = poise::grpc_lb::RegisterPolicies(); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.ToString().c_str());
-    return 1;
+// One option (all take a value); false for a bad one.
+bool ParseValue(const std::string& arg, const std::string& value, Options* o) {
+  if (arg == "--target") {
+    o->target = value;
+    return value.rfind("ipv4:", 0) == 0;
   }
-  const std::string config = ServiceConfig(o);
-  if (absl::Status s = poise::grpc_lb::ValidateServiceConfig(config); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.ToString().c_str());
-    return 2;
+  if (arg == "--mode") {
+    o->mode = value;
+    return value == "local" || value == "fleet-per-call" ||
+           value == "fleet-oob";
   }
-  grpc::ChannelArguments args;
-  args.SetServiceConfigJSON(config);
-  args.SetString(poise::grpc_lb::kStatsLabelArg, o.label);
-  auto channel = grpc::CreateCustomChannel(
-      o.target, grpc::InsecureChannelCredentials(), args);
-  auto stub = poise::example::Echo::NewStub(channel);
+  if (arg == "--in-flight") {
+    return InRange(value, &o->in_flight, 1, 64);
+  }
+  if (arg == "--hot-share") {
+    return InRange(value, &o->hot_share, 0.0, 1.0);
+  }
+  if (arg == "--keys") {
+    return InRange(value, &o->keys, 1, 10000000);
+  }
+  if (arg == "--zipf") {
+    return InRange(value, &o->zipf, 0.0, 5.0);
+  }
+  if (arg == "--seconds") {
+    return InRange(value, &o->seconds, 0.001, 3600.0);
+  }
+  if (arg == "--start-at-ms") {
+    return InRange(value, &o->start_at_ms, int64_t{0},
+                   std::numeric_limits<int64_t>::max() / 1000000);
+  }
+  if (arg == "--factor") {
+    return InRange(value, &o->factor, 100, 100000);
+  }
+  if (arg == "--seed") return absl::SimpleAtoi(value, &o->seed);
+  std::string* text = arg == "--oob-interval"     ? &o->oob_interval
+                      : arg == "--max-report-age" ? &o->max_report_age
+                      : arg == "--label"          ? &o->label
+                                                  : nullptr;
+  if (text == nullptr) return false;
+  *text = value;
+  return true;
+}
 
-  auto stats = [&o]() -> poise::grpc_lb::ChannelStats {
-    for (auto& s : poise::grpc_lb::StatsSnapshot()) {
-      if (s.label == o.label) return s;
-    }
-    return {};
-  };
-
-  // Warm-up: fresh keys until every backend has been picked (all READY).
-  {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    int n = 0;
-    for (;;) {
-      std::string ignored;
-      OneCall(*stub, absl::StrCat("warm-up-", o.label, "-", n++), &ignored);
-      const auto s = stats();
-      bool all = s.backends.size() == addresses.size();
-      for (const auto& b : s.backends) all = all && b.picks > 0;
-      if (all) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::fprintf(stderr, "warm-up: not every backend was picked\n");
-        return 1;
-      }
-    }
+poise::grpc_lb::ChannelStats StatsOf(const std::string& label) {
+  for (auto& s : poise::grpc_lb::StatsSnapshot()) {
+    if (s.label == label) return s;
   }
-  const auto warm = stats();
-  int64_t late_ms = 0;
-  if (o.start_at_ms >= 0) {
-    const auto start = std::chrono::system_clock::time_point(
-        std::chrono::milliseconds(o.start_at_ms));
-    const auto now = std::chrono::system_clock::now();
-    if (now < start) {
-      std::this_thread::sleep_until(start);
-    } else {
-      late_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(now - start)
-              .count();
-    }
-  }
+  return {};
+}
 
+bool EveryBackendPicked(const poise::grpc_lb::ChannelStats& s, size_t n) {
+  return s.backends.size() == n &&
+         std::all_of(s.backends.begin(), s.backends.end(),
+                     [](const auto& b) { return b.picks > 0; });
+}
+
+// Warm-up: fresh keys until every backend has been picked (all READY).
+bool WarmUp(poise::example::Echo::Stub& stub, const Options& o, size_t n) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int k = 0; !EveryBackendPicked(StatsOf(o.label), n); ++k) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::string ignored;
+    OneCall(stub, absl::StrCat("warm-up-", o.label, "-", k), &ignored);
+  }
+  return true;
+}
+
+// Sleeps until --start-at-ms; how late the client was for it (0: on time).
+int64_t AwaitStart(const Options& o) {
+  if (o.start_at_ms < 0) return 0;
+  const auto start = std::chrono::system_clock::time_point(
+      std::chrono::milliseconds(o.start_at_ms));
+  const auto now = std::chrono::system_clock::now();
+  if (now < start) {
+    std::this_thread::sleep_until(start);
+    return 0;
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(now - start)
+      .count();
+}
+
+void Count(const grpc::Status& status, bool hot, bool to_owner,
+           Counts* counts) {
+  counts->calls.fetch_add(1);
+  if (!status.ok()) {
+    counts->errors.fetch_add(1);
+    std::lock_guard<std::mutex> lock(counts->mu);
+    if (counts->first_error.empty()) {
+      counts->first_error = status.error_message();
+    }
+    return;
+  }
+  if (hot) {
+    counts->hot_calls.fetch_add(1);
+    if (to_owner) counts->hot_to_owner.fetch_add(1);
+  }
+}
+
+// The closed loop: o.in_flight threads, each one call at a time.
+void RunLoop(poise::example::Echo::Stub& stub, const Options& o,
+             const std::string& owner, Counts* counts) {
   const Zipf zipf(o.keys, o.zipf);
-  Counts counts;
   const auto stop_at =
       std::chrono::steady_clock::now() +
       std::chrono::microseconds(static_cast<int64_t>(o.seconds * 1e6));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(o.in_flight));
   for (int t = 0; t < o.in_flight; ++t) {
     threads.emplace_back([&, t] {
-      std::mt19937_64 rng(o.seed * 1000003u + static_cast<uint64_t>(t) +
+      std::mt19937_64 rng(o.seed * 1000003U + static_cast<uint64_t>(t) +
                           std::random_device{}());
       std::uniform_real_distribution<double> uniform(0.0, 1.0);
       while (std::chrono::steady_clock::now() < stop_at) {
@@ -288,47 +283,42 @@ int main(int argc, char** argv) {
             hot ? std::string(kHotKey)
                 : absl::StrCat("k", zipf.Draw(uniform(rng)));
         std::string backend;
-        const grpc::Status status = OneCall(*stub, key, &backend);
-        counts.calls.fetch_add(1);
-        if (!status.ok()) {
-          counts.errors.fetch_add(1);
-          std::lock_guard<std::mutex> lock(counts.mu);
-          if (counts.first_error.empty()) {
-            counts.first_error = status.error_message();
-          }
-          continue;
-        }
-        if (hot) {
-          counts.hot_calls.fetch_add(1);
-          if (backend == owner) counts.hot_to_owner.fetch_add(1);
-        }
+        Count(OneCall(stub, key, &backend), hot, backend == owner, counts);
       }
     });
   }
   for (auto& th : threads) th.join();
+}
 
-  // Every call has ended: every in_flight must return to 0.
-  bool zero = false;
-  poise::grpc_lb::ChannelStats s;
+bool AllZero(const poise::grpc_lb::ChannelStats& s) {
+  return s.scope_in_flight == 0 &&
+         std::all_of(s.backends.begin(), s.backends.end(),
+                     [](const auto& b) { return b.in_flight == 0; });
+}
+
+// Every call has ended: every in_flight must return to 0 (within 5 s).
+bool AwaitZero(const Options& o, poise::grpc_lb::ChannelStats* s) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (;;) {
-    s = stats();
-    zero = true;
-    for (const auto& b : s.backends) zero = zero && b.in_flight == 0;
-    zero = zero && s.scope_in_flight == 0;
-    if (zero || std::chrono::steady_clock::now() > deadline) break;
+    *s = StatsOf(o.label);
+    if (AllZero(*s)) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
 
+void Print(const Options& o, const Counts& counts, const std::string& owner,
+           int64_t late_ms, const poise::grpc_lb::ChannelStats& warm,
+           const poise::grpc_lb::ChannelStats& s, bool zero) {
   std::string backends;
   for (const auto& b : s.backends) {
     uint64_t warm_picks = 0;
     for (const auto& w : warm.backends) {
       if (w.address == b.address) warm_picks = w.picks;
     }
-    absl::StrAppend(&backends, backends.empty() ? "" : ",", "{\"address\":\"",
-                    b.address, "\",\"picks\":", b.picks - warm_picks,
+    absl::StrAppend(&backends, backends.empty() ? "" : ",", R"({"address":")",
+                    b.address, R"(","picks":)", b.picks - warm_picks,
                     ",\"spilled_in\":", b.spilled_in,
                     ",\"in_flight\":", b.in_flight,
                     ",\"peak_in_flight\":", b.peak_in_flight,
@@ -350,5 +340,63 @@ int main(int argc, char** argv) {
       s.refused_load_reports, s.picks_without_some_report, s.picks, s.spills,
       zero ? "true" : "false", backends.c_str());
   std::fflush(stdout);
+}
+
+// The hot key's owner among the target's addresses (its identities), or ""
+// for a bad target (empty, or an address outside 127.0.0.0/8).
+std::string HotKeyOwner(const std::string& target, size_t* n) {
+  const std::vector<std::string> addresses =
+      absl::StrSplit(target.substr(5), ',');
+  std::vector<poise::Candidate> candidates;
+  candidates.reserve(addresses.size());
+  for (const std::string& a : addresses) {
+    if (a.rfind("127.", 0) != 0) return "";
+    candidates.push_back({a, 1, true});
+  }
+  const auto owner = poise::WeightedRendezvous::Pick(kHotKey, candidates);
+  if (!owner.ok()) return "";
+  *n = addresses.size();
+  return addresses[owner.value()];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc || !ParseValue(arg, argv[++i], &o)) return Usage();
+  }
+  size_t n = 0;
+  const std::string owner = o.target.empty() ? "" : HotKeyOwner(o.target, &n);
+  if (owner.empty()) return Usage();
+
+  if (absl::Status s = poise::grpc_lb::RegisterPolicies(); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
+  const std::string config = ServiceConfig(o);
+  if (absl::Status s = poise::grpc_lb::ValidateServiceConfig(config); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 2;
+  }
+  grpc::ChannelArguments args;
+  args.SetServiceConfigJSON(config);
+  args.SetString(poise::grpc_lb::kStatsLabelArg, o.label);
+  auto channel = grpc::CreateCustomChannel(
+      o.target, grpc::InsecureChannelCredentials(), args);
+  auto stub = poise::example::Echo::NewStub(channel);
+
+  if (!WarmUp(*stub, o, n)) {
+    std::fprintf(stderr, "warm-up: not every backend was picked in 30 s\n");
+    return 1;
+  }
+  const poise::grpc_lb::ChannelStats warm = StatsOf(o.label);
+  const int64_t late_ms = AwaitStart(o);
+  Counts counts;
+  RunLoop(*stub, o, owner, &counts);
+  poise::grpc_lb::ChannelStats s;
+  const bool zero = AwaitZero(o, &s);
+  Print(o, counts, owner, late_ms, warm, s, zero);
   return zero ? 0 : 3;
 }
