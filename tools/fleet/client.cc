@@ -283,7 +283,9 @@ void RunLoop(poise::example::Echo::Stub& stub, const Options& o,
             hot ? std::string(kHotKey)
                 : absl::StrCat("k", zipf.Draw(uniform(rng)));
         std::string backend;
-        Count(OneCall(stub, key, &backend), hot, backend == owner, counts);
+        // Two statements: the call fills `backend` before it is compared.
+        const grpc::Status status = OneCall(stub, key, &backend);
+        Count(status, hot, backend == owner, counts);
       }
     });
   }
