@@ -243,6 +243,12 @@ TEST(FleetE2e, OutOfBandReportsHoldTheGlobalBoundWhereLocalBoundsDoNot) {
   EXPECT_EQ(local.load_reports, 0u);
   EXPECT_GT(per_call.load_reports, 0u);
   EXPECT_GT(oob.load_reports, per_call.load_reports);
+  // LOCAL: with one call in flight a client always finds room on the hot
+  // key's owner (its own bound ceil(150 (0 + 1) / 600) = 1), so every hot
+  // call goes there; FLEET spreads them.
+  EXPECT_GT(local.hot_calls, 0u);
+  EXPECT_EQ(local.hot_to_owner, local.hot_calls);
+  EXPECT_LT(oob.hot_to_owner * 10, oob.hot_calls * 7);
   // The goal.
   EXPECT_LE(oob.max_avg, bound + 1) << oob.Describe();
   EXPECT_GE(local.max_avg, 2 * bound) << local.Describe();
