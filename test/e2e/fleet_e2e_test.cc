@@ -1,0 +1,530 @@
+// serverLoad ("fleet bounds", docs/fleet-bounds.md) end to end on real
+// processes: poise-fleet-backend processes report their calls in flight
+// through poise::EnableLoadReports and measure their own concurrency;
+// poise-fleet-client processes (one channel each) send a hot key and Zipf
+// keys. LOCAL (no serverLoad) lets every client send the hot key to its
+// owner; FLEET out-of-band holds the global bound ceil(f C K w / (100 W)) on
+// the backends' time-averaged concurrency. Smaller tests run an in-process
+// channel against backend processes without the server library, with
+// garbage reports, with per-call or out-of-band reports only, and one killed
+// with SIGKILL mid-stream. bench/fleet.sh runs the comparison for longer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "test/support/child_process.h"
+#include "test/support/e2e_harness.h"
+
+namespace poise::e2e {
+namespace {
+
+using test_support::ChildProcess;
+using test_support::Client;
+using test_support::StatsFor;
+using test_support::WaitFor;
+using namespace std::chrono_literals;
+
+// The number after "\"name\":" in a JSON line (numbers and booleans only).
+double Number(const std::string& line, const std::string& name) {
+  const std::string pattern = absl::StrCat("\"", name, "\":");
+  const size_t at = line.find(pattern);
+  if (at == std::string::npos) return std::nan("");
+  const char* begin = line.c_str() + at + pattern.size();
+  if (std::string_view(begin, 4) == "true") return 1;
+  if (std::string_view(begin, 5) == "false") return 0;
+  return std::strtod(begin, nullptr);
+}
+
+int64_t EpochMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Backend processes on 127.0.0.(i+1), each killed (SIGKILL) on destruction
+// unless stopped first.
+class Backends {
+ public:
+  // Starts one backend per element of `flags` (its extra arguments).
+  bool Start(const std::vector<std::vector<std::string>>& flags) {
+    for (size_t i = 0; i < flags.size(); ++i) {
+      auto p = std::make_unique<ChildProcess>();
+      std::vector<std::string> argv = {POISE_FLEET_BACKEND_PATH, "--ip",
+                                       absl::StrCat("127.0.0.", i + 1)};
+      argv.insert(argv.end(), flags[i].begin(), flags[i].end());
+      if (!p->Start(argv)) return false;
+      const std::optional<std::string> line = p->ReadLine(10s);
+      if (!line.has_value() || line->rfind("listening on ", 0) != 0) {
+        return false;
+      }
+      addresses_.push_back(line->substr(13));
+      processes_.push_back(std::move(p));
+    }
+    return true;
+  }
+  // SIGTERM to every backend; their JSON lines (empty for one that failed).
+  std::vector<std::string> Stop() {
+    for (auto& p : processes_) p->Signal(SIGTERM);
+    std::vector<std::string> out;
+    for (auto& p : processes_) {
+      std::optional<std::string> line = p->ReadLine(10s);
+      const int status = p->Wait(5s);
+      out.push_back(line.has_value() && status == 0 ? *line : "");
+    }
+    return out;
+  }
+  ChildProcess& process(size_t i) { return *processes_[i]; }
+  const std::vector<std::string>& addresses() const { return addresses_; }
+  std::string target() const {
+    return absl::StrCat("ipv4:", absl::StrJoin(addresses_, ","));
+  }
+
+ private:
+  std::vector<std::unique_ptr<ChildProcess>> processes_;
+  std::vector<std::string> addresses_;
+};
+
+// ---------------------------------------------------------------------------
+// The fleet: 6 backends, 16 clients x 1 call in flight, hot share 0.7,
+// f = 150: global bound ceil(150 * 16 / 600) = 4. LOCAL sends every hot call
+// to its owner (about 16 * (0.7 + 0.3 / 6) = 12 calls there).
+
+constexpr int kBackends = 6;
+constexpr int kClients = 16;
+constexpr int kInFlight = 1;
+constexpr int kFactor = 150;
+constexpr char kHotShare[] = "0.7";
+constexpr int kCallMs = 20;
+constexpr int64_t kWarmUpMs = 3000;  // before the clients start together
+constexpr int64_t kSettleMs = 500;   // the backends measure from here
+constexpr int64_t kWindowMs = 4000;  // the clients' loop
+
+struct ModeResult {
+  std::vector<double> peak;
+  std::vector<double> avg;
+  double max_peak = 0;
+  double max_avg = 0;
+  uint64_t calls = 0;
+  uint64_t errors = 0;
+  uint64_t hot_calls = 0;
+  uint64_t hot_to_owner = 0;
+  uint64_t load_reports = 0;
+  uint64_t refused = 0;
+  int64_t max_late_ms = 0;
+  int clients_ok = 0;  // exit 0: in_flight back to 0 on every backend
+  std::string Describe() const {
+    std::string per;
+    for (size_t i = 0; i < peak.size(); ++i) {
+      absl::StrAppend(&per, i ? " " : "", peak[i], "/",
+                      std::round(avg[i] * 100) / 100);
+    }
+    return absl::StrCat(
+        "peak/avg per backend [", per, "] max avg ", max_avg, " max peak ",
+        max_peak, "; calls ", calls, " errors ", errors, " owner share ",
+        hot_calls
+            ? static_cast<double>(hot_to_owner) / static_cast<double>(hot_calls)
+            : 0.0,
+        " reports ", load_reports, " refused ", refused,
+        " latest client start ", max_late_ms, " ms");
+  }
+};
+
+ModeResult RunFleet(const std::string& mode) {
+  ModeResult r;
+  const int64_t start_ms = EpochMs() + kWarmUpMs;
+  Backends backends;
+  std::vector<std::vector<std::string>> flags(
+      kBackends, {"--call-ms", std::to_string(kCallMs), "--window-start-ms",
+                  std::to_string(start_ms + kSettleMs), "--window-ms",
+                  std::to_string(kWindowMs - kSettleMs)});
+  if (!backends.Start(flags)) {
+    ADD_FAILURE() << "backends did not start";
+    return r;
+  }
+  std::vector<std::unique_ptr<ChildProcess>> clients;
+  for (int c = 0; c < kClients; ++c) {
+    auto p = std::make_unique<ChildProcess>();
+    const bool started = p->Start({POISE_FLEET_CLIENT_PATH,
+                                   "--target",
+                                   backends.target(),
+                                   "--mode",
+                                   mode,
+                                   "--in-flight",
+                                   std::to_string(kInFlight),
+                                   "--hot-share",
+                                   kHotShare,
+                                   "--seconds",
+                                   absl::StrCat(kWindowMs / 1000.0),
+                                   "--start-at-ms",
+                                   std::to_string(start_ms),
+                                   "--oob-interval",
+                                   "0.01s",
+                                   "--max-report-age",
+                                   "1s",
+                                   "--factor",
+                                   std::to_string(kFactor),
+                                   "--seed",
+                                   std::to_string(c),
+                                   "--label",
+                                   absl::StrCat("client", c)});
+    if (!started) {
+      ADD_FAILURE() << "client " << c << " did not start";
+      return r;
+    }
+    clients.push_back(std::move(p));
+  }
+  for (int c = 0; c < kClients; ++c) {
+    const auto limit = std::chrono::milliseconds(
+        std::max<int64_t>(0, start_ms - EpochMs()) + kWindowMs + 20000);
+    const std::optional<std::string> line = clients[c]->ReadLine(limit);
+    const int status = clients[c]->Wait(10s);
+    if (!line.has_value()) {
+      ADD_FAILURE() << "client " << c << " printed nothing (exit " << status
+                    << ")";
+      continue;
+    }
+    if (status == 0) ++r.clients_ok;
+    r.calls += static_cast<uint64_t>(Number(*line, "calls"));
+    r.errors += static_cast<uint64_t>(Number(*line, "errors"));
+    r.hot_calls += static_cast<uint64_t>(Number(*line, "hot_calls"));
+    r.hot_to_owner += static_cast<uint64_t>(Number(*line, "hot_to_owner"));
+    r.load_reports += static_cast<uint64_t>(Number(*line, "load_reports"));
+    r.refused += static_cast<uint64_t>(Number(*line, "refused_load_reports"));
+    r.max_late_ms =
+        std::max(r.max_late_ms, static_cast<int64_t>(Number(*line, "late_ms")));
+  }
+  for (const std::string& line : backends.Stop()) {
+    if (line.empty()) {
+      ADD_FAILURE() << "a backend did not report";
+      continue;
+    }
+    r.peak.push_back(Number(line, "peak"));
+    r.avg.push_back(Number(line, "avg"));
+    r.max_peak = std::max(r.max_peak, r.peak.back());
+    r.max_avg = std::max(r.max_avg, r.avg.back());
+  }
+  return r;
+}
+
+TEST(FleetE2e, OutOfBandReportsHoldTheGlobalBoundWhereLocalBoundsDoNot) {
+  const double bound = std::ceil(static_cast<double>(kFactor) * kClients *
+                                 kInFlight / (100.0 * kBackends));
+  ASSERT_EQ(bound, 4);
+  const ModeResult local = RunFleet("local");
+  const ModeResult per_call = RunFleet("fleet-per-call");
+  const ModeResult oob = RunFleet("fleet-oob");
+  std::printf(
+      "global bound %g\nLOCAL          %s\nFLEET per-call %s\n"
+      "FLEET oob      %s\n",
+      bound, local.Describe().c_str(), per_call.Describe().c_str(),
+      oob.Describe().c_str());
+  for (const ModeResult* r : {&local, &per_call, &oob}) {
+    ASSERT_EQ(r->avg.size(), static_cast<size_t>(kBackends));
+    EXPECT_EQ(r->clients_ok, kClients) << "in_flight not back to 0";
+    EXPECT_EQ(r->errors, 0u);
+    EXPECT_GT(r->calls, 0u);
+    EXPECT_EQ(r->refused, 0u);
+    // Every client ran the whole window.
+    EXPECT_LT(r->max_late_ms, kSettleMs);
+  }
+  EXPECT_EQ(local.load_reports, 0u);
+  EXPECT_GT(per_call.load_reports, 0u);
+  EXPECT_GT(oob.load_reports, per_call.load_reports);
+  // LOCAL: with one call in flight a client always finds room on the hot
+  // key's owner (its own bound ceil(150 (0 + 1) / 600) = 1), so every hot
+  // call goes there; FLEET spreads them.
+  EXPECT_GT(local.hot_calls, 0u);
+  EXPECT_EQ(local.hot_to_owner, local.hot_calls);
+  EXPECT_LT(oob.hot_to_owner * 10, oob.hot_calls * 7);
+  // The goal.
+  EXPECT_LE(oob.max_avg, bound + 1) << oob.Describe();
+  EXPECT_GE(local.max_avg, 2 * bound) << local.Describe();
+  // Per-call reports only: below LOCAL (its figures are printed above).
+  EXPECT_LT(per_call.max_avg, local.max_avg) << per_call.Describe();
+}
+
+// ---------------------------------------------------------------------------
+// One in-process channel against backend processes.
+
+std::string FleetConfig(const std::string& interval) {
+  return test_support::LbConfig(
+      grpc_lb::kBoundedLoadRendezvousPolicy,
+      absl::StrCat(R"("serverLoad":{"metric":"rif","outOfBandInterval":")",
+                   interval, R"(","maxReportAge":"1s"})"));
+}
+
+// A thread that polls a completion queue until destroyed. gRPC 1.51's client
+// reads a channel's sockets only while some thread polls (a call waiting for
+// its completion, a completion queue's Next) or when its backup poller runs
+// (every 5 s by default): an ORCA stream's reports wait in the socket while a
+// sync client has no call in flight. A test that awaits out-of-band reports
+// between calls polls with this.
+class Poller {
+ public:
+  Poller()
+      : thread_([this] {
+          while (!done_.load()) {
+            void* tag = nullptr;
+            bool ok = false;
+            cq_.AsyncNext(&tag, &ok, std::chrono::system_clock::now() + 50ms);
+          }
+        }) {}
+  ~Poller() {
+    done_.store(true);
+    thread_.join();
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+  Poller(const Poller&) = delete;
+  Poller& operator=(const Poller&) = delete;
+
+ private:
+  grpc::CompletionQueue cq_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+const grpc_lb::BackendStats* StatsOf(const grpc_lb::ChannelStats& s,
+                                     const std::string& address) {
+  for (const auto& b : s.backends) {
+    if (b.address == address) return &b;
+  }
+  return nullptr;
+}
+
+// Sequential calls with fresh keys until each backend has served `each`
+// (false after 20 s); every call must succeed.
+bool CallUntilEachServed(Client& client, const Backends& backends, int each,
+                         const std::string& label, int* errors) {
+  int n = 0;
+  return WaitFor(
+      [&] {
+        const auto out = client.Call(absl::StrCat(label, "-", n++));
+        if (!out.status.ok()) ++*errors;
+        const auto s = StatsFor(label);
+        return std::all_of(
+            backends.addresses().begin(), backends.addresses().end(),
+            [&](const std::string& a) {
+              const auto* b = StatsOf(s, a);
+              return b != nullptr && b->picks >= static_cast<uint64_t>(each);
+            });
+      },
+      20s, 0ms);
+}
+
+TEST(FleetE2e, BackendWithoutTheServerLibraryStillServesAndCountsOwnCalls) {
+  Backends backends;
+  ASSERT_TRUE(backends.Start({{"--call-ms", "2", "--reports", "none"},
+                              {"--call-ms", "2"},
+                              {"--call-ms", "2"}}));
+  const std::string label = "without-library";
+  Client client(backends.target(), FleetConfig("0.01s"), label);
+  int errors = 0;
+  ASSERT_TRUE(CallUntilEachServed(client, backends, 20, label, &errors));
+  EXPECT_EQ(errors, 0);
+  const auto s = StatsFor(label);
+  EXPECT_TRUE(s.server_load);
+  EXPECT_GT(s.picks_without_some_report, 0u);
+  EXPECT_GT(s.load_reports, 0u);  // from the two others
+  EXPECT_EQ(s.refused_load_reports, 0u);
+  const auto* none = StatsOf(s, backends.addresses()[0]);
+  ASSERT_NE(none, nullptr);
+  EXPECT_EQ(none->report_age_ms, -1);  // never a report
+  EXPECT_TRUE(WaitFor([&] { return test_support::TotalInFlight(label) == 0; }));
+  for (const std::string& line : backends.Stop()) EXPECT_FALSE(line.empty());
+}
+
+TEST(FleetE2e, GarbageReportsAreRefusedAndCallsSucceed) {
+  Backends backends;
+  ASSERT_TRUE(backends.Start({{"--call-ms", "2", "--garbage", "nan"},
+                              {"--call-ms", "2", "--garbage", "negative"},
+                              {"--call-ms", "2"}}));
+  const std::string label = "garbage";
+  Client client(backends.target(), FleetConfig("0s"), label);
+  int errors = 0;
+  ASSERT_TRUE(CallUntilEachServed(client, backends, 20, label, &errors));
+  EXPECT_EQ(errors, 0);
+  const auto s = StatsFor(label);
+  // At least the 40 garbage trailers (a trailer-less reply is no report).
+  EXPECT_GE(s.refused_load_reports, 40u);
+  EXPECT_GT(s.load_reports, 0u);  // the sane backend's
+  EXPECT_GT(s.picks_without_some_report, 0u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto* b = StatsOf(s, backends.addresses()[i]);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->report_age_ms, -1) << "a refused report was kept";
+  }
+  EXPECT_TRUE(WaitFor([&] { return test_support::TotalInFlight(label) == 0; }));
+  // No crash on either side.
+  for (const std::string& line : backends.Stop()) EXPECT_FALSE(line.empty());
+}
+
+TEST(FleetE2e, PerCallReportsArriveFromRealServers) {
+  Backends backends;
+  ASSERT_TRUE(backends.Start({{"--call-ms", "2", "--reports", "per-call"},
+                              {"--call-ms", "2", "--reports", "per-call"}}));
+  const std::string label = "per-call";
+  Client client(backends.target(), FleetConfig("0s"), label);
+  int errors = 0;
+  ASSERT_TRUE(CallUntilEachServed(client, backends, 10, label, &errors));
+  EXPECT_EQ(errors, 0);
+  const auto s = StatsFor(label);
+  // Every completed call brought one (the warm-up's too).
+  EXPECT_GE(s.load_reports, 20u);
+  EXPECT_EQ(s.refused_load_reports, 0u);
+  for (const std::string& a : backends.addresses()) {
+    const auto* b = StatsOf(s, a);
+    ASSERT_NE(b, nullptr);
+    // A sequential client's call ends as the only one: the report says 1.
+    EXPECT_EQ(b->reported_load, 1u) << a;
+    EXPECT_GE(b->report_age_ms, 0) << a;
+  }
+  for (const std::string& line : backends.Stop()) EXPECT_FALSE(line.empty());
+}
+
+TEST(FleetE2e, OutOfBandReportsShowACallInFlight) {
+  Backends backends;
+  // No per-call reports: every report taken came by the ORCA stream.
+  ASSERT_TRUE(backends.Start({{"--call-ms", "0", "--reports", "oob"},
+                              {"--call-ms", "0", "--reports", "oob"}}));
+  const std::string label = "oob";
+  Client client(backends.target(), FleetConfig("0.01s"), label);
+  const Poller poller;  // the stream is read between calls too
+  int errors = 0;
+  ASSERT_TRUE(CallUntilEachServed(client, backends, 1, label, &errors));
+  EXPECT_EQ(errors, 0);
+  ASSERT_TRUE(WaitFor([&] {
+    const auto s = StatsFor(label);
+    for (const std::string& a : backends.addresses()) {
+      const auto* b = StatsOf(s, a);
+      if (b == nullptr || b->report_age_ms < 0) return false;
+    }
+    return s.load_reports >= 10;
+  }));
+  // A long call (3 s by the request's delay): the stream reports it.
+  std::thread long_call([&] {
+    test_support::CallOptions options;
+    options.delay_ms = 3000;
+    EXPECT_TRUE(client.Call("long", options).status.ok());
+  });
+  std::string busy;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const auto s = StatsFor(label);
+        for (const auto& b : s.backends) {
+          if (b.in_flight == 1 && b.reported_load == 1 &&
+              b.report_age_ms >= 0 && b.report_age_ms < 1000) {
+            busy = b.address;
+            return true;
+          }
+        }
+        return false;
+      },
+      2500ms));
+  long_call.join();
+  // And its end.
+  EXPECT_TRUE(WaitFor([&] {
+    const auto* b = StatsOf(StatsFor(label), busy);
+    return b != nullptr && b->in_flight == 0 && b->reported_load == 0;
+  }));
+  EXPECT_EQ(StatsFor(label).refused_load_reports, 0u);
+  for (const std::string& line : backends.Stop()) EXPECT_FALSE(line.empty());
+}
+
+TEST(FleetE2e, BackendKilledMidStreamLeavesNoCallCounted) {
+  Backends backends;
+  ASSERT_TRUE(backends.Start(
+      {{"--call-ms", "50"}, {"--call-ms", "50"}, {"--call-ms", "50"}}));
+  const std::string label = "killed";
+  Client client(backends.target(), FleetConfig("0.01s"), label);
+  int warm_errors = 0;
+  ASSERT_TRUE(CallUntilEachServed(client, backends, 1, label, &warm_errors));
+  EXPECT_EQ(warm_errors, 0);
+  const std::string victim = backends.addresses()[1];
+
+  constexpr int kThreads = 6;
+  std::atomic<bool> stop{false};
+  std::atomic<bool> killed{false};
+  std::atomic<int> ok_after_kill{0};
+  std::atomic<int> errors{0};
+  std::atomic<int> non_unavailable{0};
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      test_support::CallOptions options;
+      options.wait_for_ready = false;
+      for (int n = 0; !stop.load(); ++n) {
+        const bool after = killed.load();
+        const auto out = client.Call(absl::StrCat("t", t, "-", n), options);
+        if (out.status.ok()) {
+          if (after) ok_after_kill.fetch_add(1);
+        } else {
+          errors.fetch_add(1);
+          if (out.status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+            non_unavailable.fetch_add(1);
+          }
+        }
+      }
+    });
+  }
+  // Calls on the victim and its ORCA stream open (a report of it arrived by
+  // the stream or a call).
+  const bool busy = WaitFor([&] {
+    const auto* b = StatsOf(StatsFor(label), victim);
+    return b != nullptr && b->in_flight > 0 && b->report_age_ms >= 0;
+  });
+  const auto* before = StatsOf(StatsFor(label), victim);
+  const uint64_t victim_in_flight = before ? before->in_flight : 0;
+  backends.process(1).Kill();  // SIGKILL
+  killed.store(true);
+  // The others keep serving.
+  const bool served = WaitFor([&] { return ok_after_kill.load() >= 60; });
+  stop.store(true);
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE(busy);
+  EXPECT_TRUE(served);
+  // Failed: at most the calls on the victim when it died, and those picked
+  // onto it before the channel saw the connection close (one per thread).
+  EXPECT_LE(errors.load(), static_cast<int>(victim_in_flight) + kThreads);
+  EXPECT_EQ(non_unavailable.load(), 0);
+  // Every counter back to zero, the dead backend's too.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const auto s = StatsFor(label);
+        for (const auto& b : s.backends) {
+          if (b.in_flight != 0) return false;
+        }
+        return s.scope_in_flight == 0;
+      },
+      5s));
+  // Fresh keys after the kill all succeed (the victim's go to the next).
+  int after_errors = 0;
+  for (int n = 0; n < 30; ++n) {
+    if (!client.Call(absl::StrCat("after-", n)).status.ok()) ++after_errors;
+  }
+  EXPECT_EQ(after_errors, 0);
+  const std::vector<std::string> lines = backends.Stop();
+  EXPECT_FALSE(lines[0].empty());
+  EXPECT_TRUE(lines[1].empty());  // the victim was killed
+  EXPECT_FALSE(lines[2].empty());
+}
+
+}  // namespace
+}  // namespace poise::e2e

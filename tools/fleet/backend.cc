@@ -1,0 +1,332 @@
+// poise-fleet-backend: one backend of a fleet, for the fleet comparison
+// (bench/fleet.sh, test/e2e/fleet_e2e_test.cc). It serves the examples' Echo
+// service by waiting a call time, reports its calls in flight through
+// poise::EnableLoadReports (or not, or garbage), and measures its OWN
+// concurrency over a window: the peak and the time-weighted average number of
+// calls in its handler.
+//
+//   poise-fleet-backend [--ip 127.0.0.1] [--port 0] [--call-ms 20]
+//       [--exponential] [--reports both|per-call|oob|none]
+//       [--garbage nan|negative] [--window-start-ms EPOCH_MS]
+//       [--window-ms N] [--key-header x-key] [--hot-key hot]
+//
+// It prints "listening on IP:PORT" once it serves, and on SIGTERM or SIGINT
+// ends its ORCA streams, shuts down (1 s deadline) and prints one JSON line:
+//   {"address":..,"calls":..,"window_calls":..,"window_hot_calls":..,
+//    "peak":..,"avg":..,"window_s":..}
+// The window is [window-start-ms, window-start-ms + window-ms] on the system
+// clock (milliseconds since the epoch), so that processes started apart agree
+// on it; without --window-start-ms it is from the start to the signal.
+//
+// --garbage makes every reply carry its own endpoint-load-metrics-bin trailer
+// with utilization "rif" = NaN or -5. The server library appends its own
+// "rif" entry to a handler's trailer and the last entry of a map wins, so a
+// garbage backend must run without it: --garbage implies --reports none.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "echo.grpc.pb.h"
+#include "poise/load_reports.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int /*signal*/) { g_stop = 1; }
+
+using Clock = std::chrono::system_clock;
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             Clock::now().time_since_epoch())
+      .count();
+}
+
+int Usage() {
+  std::fprintf(
+      stderr,
+      "usage: poise-fleet-backend [--ip 127.0.0.1] [--port 0] [--call-ms 20]\n"
+      "    [--exponential] [--reports both|per-call|oob|none]\n"
+      "    [--garbage nan|negative] [--window-start-ms EPOCH_MS]\n"
+      "    [--window-ms N] [--key-header x-key] [--hot-key hot]\n");
+  return 2;
+}
+
+bool ParseInt(const std::string& text, int64_t low, int64_t high,
+              int64_t* out) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < low || v > high) return false;
+  *out = v;
+  return true;
+}
+
+// A serialized xds.data.orca.v3.OrcaLoadReport with utilization["rif"] =
+// value: field 5 (map<string, double>), one entry {1: "rif", 2: value}.
+std::string GarbageReport(double value) {
+  std::string entry;
+  entry.push_back('\x0a');  // field 1, length-delimited
+  entry.push_back('\x03');
+  entry.append("rif");
+  entry.push_back('\x11');  // field 2, 64-bit
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  for (int i = 0; i < 8; ++i) {
+    entry.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+  }
+  std::string report;
+  report.push_back('\x2a');  // field 5, length-delimited
+  report.push_back(static_cast<char>(entry.size()));
+  report += entry;
+  return report;
+}
+
+// The time-weighted level of calls in flight over a window [start, end] in
+// microseconds since the epoch: the integral of the level over the window,
+// and the highest level held there for some positive time.
+class Concurrency {
+ public:
+  Concurrency(int64_t start_us, int64_t end_us)
+      : start_us_(start_us), end_us_(end_us), last_us_(NowUs()) {}
+
+  void Change(int delta, bool hot) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = NowUs();
+    Advance(now);
+    level_ += delta;
+    if (delta > 0) {
+      ++calls_;
+      if (now >= start_us_ && now < end_us_) {
+        ++window_calls_;
+        if (hot) ++window_hot_calls_;
+      }
+    }
+  }
+
+  // Ends the window at `end_us` if it is still open (a signal before its
+  // end) and prints the JSON line.
+  void Print(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = NowUs();
+    Advance(now);
+    const int64_t end = std::min(end_us_, now);
+    const int64_t length = std::max<int64_t>(0, end - start_us_);
+    const double avg = length > 0 ? area_ / static_cast<double>(length) : 0.0;
+    std::printf(
+        "{\"address\":\"%s\",\"calls\":%" PRIu64 ",\"window_calls\":%" PRIu64
+        ",\"window_hot_calls\":%" PRIu64
+        ",\"peak\":%d,\"avg\":%.4f,\"window_s\":%.3f,\"in_flight\":%d}\n",
+        address.c_str(), calls_, window_calls_, window_hot_calls_, peak_, avg,
+        static_cast<double>(length) / 1e6, level_);
+    std::fflush(stdout);
+  }
+
+ private:
+  // The level held from last_us_ to now, clipped to the window.
+  void Advance(int64_t now) {
+    const int64_t from = std::max(last_us_, start_us_);
+    const int64_t to = std::min(now, end_us_);
+    if (to > from) {
+      area_ += static_cast<double>(level_) * static_cast<double>(to - from);
+      peak_ = std::max(peak_, level_);
+    }
+    last_us_ = now;
+  }
+
+  std::mutex mu_;
+  const int64_t start_us_;
+  const int64_t end_us_;
+  int64_t last_us_;
+  int level_ = 0;
+  int peak_ = 0;
+  double area_ = 0.0;  // level x microseconds
+  uint64_t calls_ = 0;
+  uint64_t window_calls_ = 0;
+  uint64_t window_hot_calls_ = 0;
+};
+
+struct Options {
+  std::string ip = "127.0.0.1";
+  int64_t port = 0;
+  int64_t call_ms = 20;
+  bool exponential = false;
+  std::string reports = "both";
+  std::string garbage;  // "", "nan" or "negative"
+  int64_t window_start_ms = -1;
+  int64_t window_ms = -1;
+  std::string key_header = "x-key";
+  std::string hot_key = "hot";
+};
+
+class Service final : public poise::example::Echo::Service {
+ public:
+  Service(const Options& options, Concurrency* concurrency)
+      : options_(options), concurrency_(concurrency) {
+    if (options.garbage == "nan") {
+      garbage_ = GarbageReport(std::numeric_limits<double>::quiet_NaN());
+    } else if (options.garbage == "negative") {
+      garbage_ = GarbageReport(-5.0);
+    }
+  }
+
+  void set_address(std::string address) { address_ = std::move(address); }
+
+  grpc::Status Echo(grpc::ServerContext* context,
+                    const poise::example::EchoRequest* request,
+                    poise::example::EchoReply* reply) override {
+    bool hot = false;
+    const auto& metadata = context->client_metadata();
+    if (auto it = metadata.find(options_.key_header); it != metadata.end()) {
+      hot = std::string_view(it->second.data(), it->second.size()) ==
+            options_.hot_key;
+    }
+    concurrency_->Change(+1, hot);
+    auto ms = static_cast<double>(options_.call_ms);
+    if (options_.exponential && ms > 0) {
+      thread_local std::mt19937_64 rng(std::random_device{}());
+      ms = std::exponential_distribution<double>(1.0 / ms)(rng);
+    }
+    ms += request->delay_ms();
+    const auto until =
+        std::chrono::steady_clock::now() +
+        std::chrono::microseconds(static_cast<int64_t>(ms * 1e3));
+    grpc::Status status = grpc::Status::OK;
+    // Sleep in slices so that a cancelled call ends promptly.
+    for (;;) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until) break;
+      if (context->IsCancelled()) {
+        status = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+        break;
+      }
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+          std::chrono::milliseconds(5), until - now));
+    }
+    if (!garbage_.empty()) {
+      context->AddTrailingMetadata(poise::kLoadReportTrailer, garbage_);
+    }
+    reply->set_backend_id(address_);
+    reply->set_payload(request->payload());
+    concurrency_->Change(-1, false);
+    return status;
+  }
+
+ private:
+  const Options& options_;
+  Concurrency* const concurrency_;
+  std::string garbage_;
+  std::string address_;
+};
+
+// One option that takes a value; false for a bad one.
+bool ParseValue(const std::string& arg, const std::string& value,
+                Options* options) {
+  if (arg == "--ip") {
+    options->ip = value;
+    return value.rfind("127.", 0) == 0;  // never outside 127.0.0.0/8
+  }
+  if (arg == "--port") return ParseInt(value, 0, 65535, &options->port);
+  if (arg == "--call-ms") return ParseInt(value, 0, 60000, &options->call_ms);
+  if (arg == "--reports") {
+    options->reports = value;
+    return value == "both" || value == "per-call" || value == "oob" ||
+           value == "none";
+  }
+  if (arg == "--garbage") {
+    options->garbage = value;
+    return value == "nan" || value == "negative";
+  }
+  if (arg == "--window-start-ms") {
+    return ParseInt(value, 0, std::numeric_limits<int64_t>::max() / 1000,
+                    &options->window_start_ms);
+  }
+  if (arg == "--window-ms") {
+    return ParseInt(value, 1, 86400000, &options->window_ms);
+  }
+  if (arg == "--key-header") {
+    options->key_header = value;
+    return true;
+  }
+  if (arg == "--hot-key") {
+    options->hot_key = value;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--exponential") {
+      options.exponential = true;
+      continue;
+    }
+    if (i + 1 >= argc || !ParseValue(arg, argv[++i], &options)) return Usage();
+  }
+  if (!options.garbage.empty()) options.reports = "none";
+
+  const int64_t start_us =
+      options.window_start_ms >= 0 ? options.window_start_ms * 1000 : NowUs();
+  const int64_t end_us = options.window_ms > 0
+                             ? start_us + options.window_ms * 1000
+                             : std::numeric_limits<int64_t>::max();
+  Concurrency concurrency(start_us, end_us);
+  Service service(options, &concurrency);
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::StrCat(options.ip, ":", options.port),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::shared_ptr<poise::LoadReports> reports;
+  if (options.reports != "none") {
+    poise::LoadReportOptions report_options;
+    report_options.per_call = options.reports != "oob";
+    report_options.out_of_band = options.reports != "per-call";
+    auto enabled = poise::EnableLoadReports(builder, report_options);
+    if (!enabled.ok()) {
+      std::fprintf(stderr, "%s\n", enabled.status().ToString().c_str());
+      return 1;
+    }
+    reports = *std::move(enabled);
+  }
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::fprintf(stderr, "could not listen on %s:%" PRId64 "\n",
+                 options.ip.c_str(), options.port);
+    return 1;
+  }
+  const std::string address = absl::StrCat(options.ip, ":", port);
+  service.set_address(address);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::printf("listening on %s\n", address.c_str());
+  std::fflush(stdout);
+
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (reports != nullptr) reports->EndStreams();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server->Wait();
+  concurrency.Print(address);
+  return 0;
+}
