@@ -7,10 +7,15 @@
 # peak <= 1.25 B + 1, owner share within 2 points of IDEAL's.
 #   bench/fleet_sim.sh [poise-sim]    (default: build/tools/poise-sim)
 #   DURATION=T SEEDS="1 2"            simulated call times per run, seeds
+#   WARMUP=T                          call times not measured (default 1100:
+#                                     past maxReportAge, 1000, so that clients
+#                                     have lost and renewed reports as they
+#                                     do in steady state)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 sim=${1:-$root/build/tools/poise-sim}
 duration=${DURATION:-100}
+warmup=${WARMUP:-1100}
 seeds=${SEEDS:-1}
 
 printf '%-12s %-9s %3s  %-22s %-22s %-22s %-22s %s\n' "C x k, n" reports B \
@@ -21,7 +26,7 @@ for config in "16 1 5" "100 2 50" "1000 1 100" "1000 4 100"; do
   for oob in 0 0.1 1; do
     for seed in $seeds; do
       "$sim" --fleet --clients "$c" --calls "$k" --backends "$n" --oob "$oob" \
-        --duration "$duration" --seed "$seed" --plain --csv |
+        --duration "$duration" --warmup "$warmup" --seed "$seed" --plain --csv |
         awk -F, -v label="$c x $k, $n" -v oob="$oob" '
           NR == 1 { next }
           { peak[$1] = $7; avg[$1] = $8; owner[$1] = $12; bound = $6 }
