@@ -186,7 +186,7 @@ ModeResult RunFleet(const std::string& mode) {
     }
     clients.push_back(std::move(p));
   }
-  for (int c = 0; c < kClients; ++c) {
+  for (size_t c = 0; c < clients.size(); ++c) {
     const auto limit = std::chrono::milliseconds(
         std::max<int64_t>(0, start_ms - EpochMs()) + kWindowMs + 20000);
     const std::optional<std::string> line = clients[c]->ReadLine(limit);
