@@ -440,7 +440,8 @@ TEST(FleetE2e, OutOfBandReportsShowACallInFlight) {
   long_call.join();
   // And its end.
   EXPECT_TRUE(WaitFor([&] {
-    const auto* b = StatsOf(StatsFor(label), busy);
+    const grpc_lb::ChannelStats s = StatsFor(label);  // b points into it
+    const auto* b = StatsOf(s, busy);
     return b != nullptr && b->in_flight == 0 && b->reported_load == 0;
   }));
   EXPECT_EQ(StatsFor(label).refused_load_reports, 0u);
@@ -487,10 +488,12 @@ TEST(FleetE2e, BackendKilledMidStreamLeavesNoCallCounted) {
   // Calls on the victim and its ORCA stream open (a report of it arrived by
   // the stream or a call).
   const bool busy = WaitFor([&] {
-    const auto* b = StatsOf(StatsFor(label), victim);
+    const grpc_lb::ChannelStats s = StatsFor(label);  // b points into it
+    const auto* b = StatsOf(s, victim);
     return b != nullptr && b->in_flight > 0 && b->report_age_ms >= 0;
   });
-  const auto* before = StatsOf(StatsFor(label), victim);
+  const grpc_lb::ChannelStats stats_before = StatsFor(label);
+  const auto* before = StatsOf(stats_before, victim);
   const uint64_t victim_in_flight = before ? before->in_flight : 0;
   backends.process(1).Kill();  // SIGKILL
   killed.store(true);
