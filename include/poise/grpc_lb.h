@@ -1,7 +1,8 @@
 // poise-grpc: the public API of the gRPC load-balancing policies.
 //
-// Call RegisterPolicies() once at start-up, before the first gRPC channel or
-// server is created, then select a policy in the channel's service config:
+// Call RegisterPolicies() (any time: the policies register when this library
+// is loaded, and it reports how that went), then select a policy in the
+// channel's service config:
 //
 //   {"loadBalancingConfig": [{"bounded_load_rendezvous": {
 //       "hashHeader": "x-session-id", "balanceFactorPercent": 150}}]}
@@ -50,13 +51,15 @@ inline constexpr char kDnsRefreshIntervalArg[] =
 inline constexpr char kDnsResolverScheme[] = "poise-dns";
 inline constexpr char kSrvResolverScheme[] = "poise-srv";
 
-// Registers both policies and both resolvers with gRPC's core configuration.
-// Idempotent and thread-safe. It must run before the first channel or server
-// exists: gRPC freezes its configuration then, and a later registration would
-// abort the process, so a late call returns FailedPrecondition instead. It also
-// refuses (FailedPrecondition) when the gRPC library loaded at run time is not
-// the version this library was compiled against, because the policies depend on
-// that version's internal ABI.
+// Both policies and both resolvers register with gRPC's core configuration
+// when this library is loaded (static initialization, before main()), so the
+// order of RegisterPolicies(), ValidateServiceConfig(), channels and servers
+// does not matter. RegisterPolicies() returns how that went; idempotent and
+// thread-safe. FailedPrecondition when the gRPC library loaded at run time is
+// not the version this library was compiled against (the policies depend on
+// that version's internal ABI), or when gRPC had built its configuration
+// before this library was loaded (code that used gRPC during static
+// initialization): registering then would abort the process.
 absl::Status RegisterPolicies();
 
 // Parses a whole service config (the JSON given to

@@ -6,12 +6,13 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/version_info.h>
 
-#include <mutex>
+#include <atomic>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "poise/grpc_lb.h"
 #include "src/core/lib/channel/channel_args.h"
+#include "src/core/lib/config/core_configuration.h"
 #include "src/core/lib/iomgr/exec_ctx.h"
 #include "src/core/lib/service_config/service_config_impl.h"
 #include "src/dns/target.h"
@@ -25,18 +26,40 @@
 namespace poise::grpc_lb {
 namespace {
 
+// Whether gRPC has built its core configuration, after which registering a
+// builder aborts the process (core_configuration.cc). gRPC 1.51 keeps the
+// built configuration in a private static and offers no way to ask;
+// an explicit template instantiation may name a private member (access
+// checking does not apply to it, [temp.spec.general]), and hands its address
+// to the friend function below.
+struct BuiltConfiguration {
+  using Pointer = std::atomic<grpc_core::CoreConfiguration*>*;
+  friend Pointer AddressOf(BuiltConfiguration tag);
+};
+template <typename Tag, typename Tag::Pointer kAddress>
+struct RevealAddress {
+  friend typename Tag::Pointer AddressOf(Tag /*tag*/) { return kAddress; }
+};
+template struct RevealAddress<BuiltConfiguration,
+                              &grpc_core::CoreConfiguration::config_>;
+
+bool CoreConfigurationIsBuilt() {
+  return AddressOf(BuiltConfiguration{})->load(std::memory_order_acquire) !=
+         nullptr;
+}
+
 absl::Status Register() {
   absl::Status version =
       CheckGrpcVersion(grpc::Version(), grpc_version_string());
   if (!version.ok()) return version;
-  // gRPC aborts when a builder is registered after its configuration was
-  // built, which happens when gRPC is first initialised (the first channel
-  // or server). Only that it is initialised now can be checked.
-  if (grpc_is_initialized() != 0) {
+  // Only when code ran gRPC during the process's static initialization,
+  // before this library's (RegisteredWhenLoaded below).
+  if (CoreConfigurationIsBuilt()) {
     return absl::FailedPreconditionError(
-        "poise: RegisterPolicies() must run before the first gRPC channel or "
-        "server is created (gRPC is already initialised; registering now "
-        "would abort the process)");
+        "poise: the policies were not registered: gRPC's core configuration "
+        "was already built when this library was loaded (a channel, a server "
+        "or grpc_init() ran during static initialization, before it), and "
+        "registering then would abort the process");
   }
   grpc_core::CoreConfiguration::RegisterBuilder(
       [](grpc_core::CoreConfiguration::Builder* builder) {
@@ -45,6 +68,19 @@ absl::Status Register() {
       });
   return absl::OkStatus();
 }
+
+// The registration's result, made once: when the library is loaded.
+const absl::Status& Registration() {
+  static const absl::Status* const result = new absl::Status(Register());
+  return *result;
+}
+
+// Every public entry point is in this file, so any program that uses one
+// links it, and registers here, during static initialization: before main(),
+// so before anything can build gRPC's configuration, whatever the order of
+// the calls that follow (ValidateServiceConfig, channels, servers,
+// RegisterPolicies).
+[[maybe_unused]] const bool registered_when_loaded = (Registration(), true);
 
 }  // namespace
 
@@ -62,12 +98,7 @@ absl::Status CheckGrpcVersion(absl::string_view runtime_cpp,
   return absl::OkStatus();
 }
 
-absl::Status RegisterPolicies() {
-  static std::once_flag once;
-  static absl::Status* result = nullptr;
-  std::call_once(once, [] { result = new absl::Status(Register()); });
-  return *result;
-}
+absl::Status RegisterPolicies() { return Registration(); }
 
 absl::Status ValidateTarget(std::string_view target) {
   return dns::ValidateTarget(target);
