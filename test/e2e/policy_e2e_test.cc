@@ -179,11 +179,15 @@ TEST(PolicyE2E, ChannelsOfOneProcessScopeShareTheBound) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors.load(), 0);
-  // L + 1 is at most the scope's peak at every pick: 16 calls, or a few
-  // more while Finish() (on gRPC's threads) trails a call's return.
+  // L + 1 is at most the scope's peak at every pick (16 calls, or a few
+  // more while Finish(), on gRPC's threads, trails a call's return), plus
+  // one: a slot is counted in its backend's counter before the scope's
+  // total and released from the total first, so the counters' sum, which a
+  // pick that finds the total stale decides on, can pass the total's peak
+  // for a moment (seen on 2 cores kept busy by another process).
   const uint64_t peak = StatsFor("process-scope").scope_peak_in_flight;
   EXPECT_GE(peak, 4u);
-  const uint64_t bound = test_support::Bound(kFactor, peak, 1, 5);
+  const uint64_t bound = test_support::Bound(kFactor, peak + 1, 1, 5);
   for (size_t i = 0; i < set.size(); ++i) {
     EXPECT_LE(static_cast<uint64_t>(set.backend(i).peak_in_flight()), bound)
         << set.backend(i).id() << ", scope peak " << peak;
