@@ -116,9 +116,11 @@ struct Config {
   std::optional<ServerLoadConfig> server_load;  // nullopt: off
 
   // Whether calls hold an in-flight slot: the bounded policy reads the loads,
-  // a hard limit counts against them.
+  // a hard limit counts against them, and a process scope counts every
+  // channel's calls, weighted ones too, for the bounded channels sharing it.
   bool tracks_load() const {
-    return bounded || max_in_flight_per_backend.has_value();
+    return bounded || max_in_flight_per_backend.has_value() ||
+           load_scope == LoadScopeKind::kProcess;
   }
 };
 
