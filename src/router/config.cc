@@ -111,6 +111,24 @@ bool IsValidHeaderName(std::string_view name) {
   });
 }
 
+// Metadata keys a gRPC 1.51 pick never sees with the application's value:
+// the transport sets them after the pick (over whatever the application
+// set), or gRPC keeps them for its own load-balancing protocols.
+struct HiddenHeader {
+  const char* name;
+  const char* why;
+};
+constexpr HiddenHeader kHiddenHeaders[] = {
+    {"user-agent", "gRPC's transport sets it after the pick"},
+    {"content-type", "gRPC's transport sets it after the pick"},
+    {"te", "gRPC's transport sets it after the pick"},
+    {"host", "gRPC's transport keeps it out of the pick (it sends :authority)"},
+    {"endpoint-load-metrics-bin", "it is the backends' ORCA load report"},
+    {"lb-token", "gRPC's grpclb policy owns it"},
+    {"lb-cost-bin", "gRPC's grpclb policy owns it"},
+    {"grpclb_client_stats", "gRPC's grpclb policy owns it"},
+};
+
 void CheckEndpoint(EndpointConfig& endpoint, const std::string& field,
                    std::vector<ConfigError>& errors) {
   std::optional<std::string> address = NormalizeAddress(endpoint.address);
@@ -182,11 +200,8 @@ void CheckServerLoad(const ServerLoadConfig& load,
     errors.push_back({"serverLoad.outOfBandInterval", kOutOfBandIntervalRule});
   }
   const absl::Duration age = load.max_report_age;
-  if (age <= absl::ZeroDuration()) {
-    errors.push_back({"serverLoad.maxReportAge", "must be longer than 0s"});
-  } else if (age > Limits::kMaxDuration) {
-    errors.push_back(
-        {"serverLoad.maxReportAge", "must be at most 3600s (1 h)"});
+  if (age <= absl::ZeroDuration() || age > Limits::kMaxDuration) {
+    errors.push_back({"serverLoad.maxReportAge", kMaxReportAgeRule});
   } else if (interval_valid && interval != absl::ZeroDuration() &&
              age <= interval) {
     errors.push_back({"serverLoad.maxReportAge",
@@ -221,6 +236,37 @@ std::optional<LoadScopeKind> ParseLoadScope(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<absl::Duration> ParseDuration(std::string_view text) {
+  constexpr int64_t kMaxSeconds = 315'576'000'000;  // google.protobuf.Duration
+  const auto all_digits = [](std::string_view digits) {
+    return !digits.empty() &&
+           std::all_of(digits.begin(), digits.end(),
+                       [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (text.empty() || text.back() != 's') return std::nullopt;
+  text.remove_suffix(1);
+  const bool negative = !text.empty() && text.front() == '-';
+  if (negative) text.remove_prefix(1);
+  const size_t dot = text.find('.');
+  const std::string_view whole = text.substr(0, dot);
+  const std::string_view fraction =
+      dot == std::string_view::npos ? std::string_view() : text.substr(dot + 1);
+  if (!all_digits(whole) || whole.size() > 12 ||
+      (dot != std::string_view::npos &&
+       (!all_digits(fraction) || fraction.size() > 9))) {
+    return std::nullopt;
+  }
+  int64_t seconds = 0;
+  for (const char c : whole) seconds = seconds * 10 + (c - '0');
+  if (seconds > kMaxSeconds) return std::nullopt;
+  int64_t nanos = 0;
+  for (size_t i = 0; i < 9; ++i) {
+    nanos = nanos * 10 + (i < fraction.size() ? fraction[i] - '0' : 0);
+  }
+  const absl::Duration d = absl::Seconds(seconds) + absl::Nanoseconds(nanos);
+  return negative ? -d : d;
+}
+
 std::optional<std::string> NormalizeAddress(std::string_view text) {
   // gRPC's parsers read the host as a C string; a NUL would cut it short.
   if (text.empty() || text.find('\0') != std::string_view::npos) {
@@ -239,6 +285,15 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
   } else if (absl::StartsWith(config.hash_header, "grpc-")) {
     errors.push_back(
         {"hashHeader", "keys starting with \"grpc-\" are reserved by gRPC"});
+  } else {
+    for (const HiddenHeader& hidden : kHiddenHeaders) {
+      if (config.hash_header == hidden.name) {
+        errors.push_back(
+            {"hashHeader",
+             absl::StrCat("\"", hidden.name,
+                          "\" is not visible to the pick: ", hidden.why)});
+      }
+    }
   }
   // C2. balanceFactorPercent.
   if (config.balance_factor_percent < 100) {
@@ -269,10 +324,9 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
   // C7. slowStart.
   if (config.slow_start.has_value()) {
     const SlowStartConfig& slow = *config.slow_start;
-    if (slow.window <= absl::ZeroDuration()) {
-      errors.push_back({"slowStart.window", "must be longer than 0s"});
-    } else if (slow.window > SlowStartConfig::kMaxWindow) {
-      errors.push_back({"slowStart.window", "must be at most 3600s (1 h)"});
+    if (slow.window <= absl::ZeroDuration() ||
+        slow.window > SlowStartConfig::kMaxWindow) {
+      errors.push_back({"slowStart.window", kWindowRule});
     }
     if (slow.min_weight_percent < 1 || slow.min_weight_percent > 100) {
       errors.push_back(

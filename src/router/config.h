@@ -95,10 +95,24 @@ struct ServerLoadConfig {
   absl::Duration max_report_age = absl::Seconds(1);
   bool operator==(const ServerLoadConfig& other) const;  // all fields
 };
-// The rule serverLoad.outOfBandInterval breaks (C8), also for a value gRPC's
-// Duration (whole milliseconds) would read as 0.
+// The duration fields' rules (C7, C8): broken by a value out of range and by
+// text that is not a duration, so both errors state the limits.
+inline constexpr char kWindowRule[] =
+    "must be a duration in seconds with an s suffix (like \"60s\"), longer "
+    "than 0s and at most 3600s (1 h)";
 inline constexpr char kOutOfBandIntervalRule[] =
-    "must be 0s (per-call reports only) or between 0.01s and 3600s (1 h)";
+    "must be a duration in seconds with an s suffix: 0s (per-call reports "
+    "only) or between 0.01s and 3600s (1 h)";
+inline constexpr char kMaxReportAgeRule[] =
+    "must be a duration in seconds with an s suffix (like \"1s\"), longer "
+    "than 0s and at most 3600s (1 h)";
+
+// A duration in the JSON form of google.protobuf.Duration: an optional '-',
+// whole seconds (at most 315,576,000,000), an optional '.' with 1 to 9
+// digits, and 's' ("60s", "0.25s", "-1.000000001s"); exact to the
+// nanosecond, so a limit holds for every value (gRPC's own parse keeps whole
+// milliseconds). nullopt for anything else ("2h", "1e3s", "60").
+std::optional<absl::Duration> ParseDuration(std::string_view text);
 
 struct Config {
   static constexpr uint32_t kDefaultBalanceFactorPercent = 150;
