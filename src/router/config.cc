@@ -236,6 +236,48 @@ std::optional<LoadScopeKind> ParseLoadScope(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// `field` with each [index] emptied: "endpoints[7].address" is of the kind
+// "endpoints[].address".
+std::string KindOf(std::string_view field) {
+  std::string kind;
+  kind.reserve(field.size());
+  bool in_index = false;
+  for (const char c : field) {
+    if (c == ']') in_index = false;
+    if (!in_index) kind.push_back(c);
+    if (c == '[') in_index = true;
+  }
+  return kind;
+}
+
+// Keeps the first kMaxErrorsPerKind errors of each kind and reports the
+// rest of the kind as one count, on the field the kind's list belongs to:
+// 100,000 duplicate endpoints make a short message, not megabytes.
+void KeepFirstOfEachKind(std::vector<ConfigError>& errors) {
+  absl::flat_hash_map<std::string, size_t> count;
+  std::vector<std::string> kinds;  // in order of first appearance
+  std::vector<ConfigError> kept;
+  for (ConfigError& e : errors) {
+    std::string kind = KindOf(e.field);
+    size_t& n = count[kind];
+    if (n++ == 0) kinds.push_back(std::move(kind));
+    if (n <= kMaxErrorsPerKind) kept.push_back(std::move(e));
+  }
+  for (const std::string& kind : kinds) {
+    const size_t n = count[kind];
+    if (n <= kMaxErrorsPerKind) continue;
+    kept.push_back(
+        {kind.substr(0, kind.find('[')),
+         absl::StrCat(n - kMaxErrorsPerKind, " more errors on ", kind,
+                      " (the first ", kMaxErrorsPerKind, " are listed)")});
+  }
+  errors = std::move(kept);
+}
+
+}  // namespace
+
 std::optional<absl::Duration> ParseDuration(std::string_view text) {
   constexpr int64_t kMaxSeconds = 315'576'000'000;  // google.protobuf.Duration
   const auto all_digits = [](std::string_view digits) {
@@ -343,6 +385,7 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
       CheckServerLoad(*config.server_load, errors);
     }
   }
+  KeepFirstOfEachKind(errors);
   return errors;
 }
 

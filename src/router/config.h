@@ -107,6 +107,11 @@ inline constexpr char kMaxReportAgeRule[] =
     "must be a duration in seconds with an s suffix (like \"1s\"), longer "
     "than 0s and at most 3600s (1 h)";
 
+// NormalizeAndValidate lists at most this many errors of one kind (one field
+// of every list entry, say endpoints[].address) and counts the rest in one
+// more error on the list ("endpoints").
+inline constexpr size_t kMaxErrorsPerKind = 10;
+
 // A duration in the JSON form of google.protobuf.Duration: an optional '-',
 // whole seconds (at most 315,576,000,000), an optional '.' with 1 to 9
 // digits, and 's' ("60s", "0.25s", "-1.000000001s"); exact to the

@@ -473,5 +473,35 @@ TEST(RouterConfig, DurationLimitsHoldToTheNanosecond) {
   }
 }
 
+// 100,000 copies of one endpoint: ten errors of each kind and a count of the
+// rest, not one error per copy (megabytes of message).
+TEST(RouterConfig, ManyErrorsOfAKindAreCountedNotListed) {
+  Config config = ValidConfig(/*bounded=*/true);
+  config.endpoints.assign(100000, EndpointConfig{"10.0.0.1:80", {}, {}});
+  config.endpoints[5].weight = 0;
+  const std::vector<ConfigError> errors = NormalizeAndValidate(config);
+  ASSERT_EQ(errors.size(), 1u + 10u + 10u + 2u);
+  EXPECT_EQ(errors[0],
+            (ConfigError{"endpoints[5].weight", "must be at least 1"}));
+  EXPECT_EQ(errors[1],
+            (ConfigError{"endpoints[1].address", "duplicate of endpoints[0]"}));
+  EXPECT_EQ(errors[21],
+            (ConfigError{"endpoints",
+                         "99989 more errors on endpoints[].address (the first "
+                         "10 are listed)"}));
+  EXPECT_EQ(errors[22],
+            (ConfigError{"endpoints",
+                         "99989 more errors on endpoints[].identity (the first "
+                         "10 are listed)"}));
+  size_t bytes = 0;
+  for (const ConfigError& e : errors)
+    bytes += e.field.size() + e.message.size();
+  EXPECT_LT(bytes, 2000u);
+  // Ten of a kind are all listed.
+  config.endpoints.resize(11);
+  config.endpoints[5].weight.reset();
+  EXPECT_EQ(NormalizeAndValidate(config).size(), 20u);
+}
+
 }  // namespace
 }  // namespace poise::router
