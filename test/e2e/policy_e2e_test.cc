@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -265,6 +266,72 @@ TEST(PolicyE2E, InvalidConfigIsReportedWithTheField) {
   EXPECT_NE(status.message().find("field:balanceFactorPercent"),
             std::string::npos)
       << status;
+}
+
+// Adds the routing key as call credentials would (a per-tenant token plugin,
+// say): gRPC 1.51 runs the plugin after the pick.
+class TenantCredentials : public grpc::MetadataCredentialsPlugin {
+ public:
+  explicit TenantCredentials(std::string tenant) : tenant_(std::move(tenant)) {}
+  bool IsBlocking() const override { return false; }
+  grpc::Status GetMetadata(
+      grpc::string_ref /*service_url*/, grpc::string_ref /*method_name*/,
+      const grpc::AuthContext& /*channel_auth_context*/,
+      std::multimap<std::string, std::string>* metadata) override {
+    metadata->emplace("x-tenant", tenant_);
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::string tenant_;
+};
+
+// What the README says of call credentials: the header they add reaches the
+// backend but not the pick, so missingKey decides; the same key attached to
+// the call's own metadata routes it.
+TEST(PolicyE2E, AKeyAddedByCallCredentialsIsInvisibleToThePick) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(5, "x-tenant").ok());
+  const auto call = [](Client& client, bool key_in_metadata) {
+    grpc::ClientContext context;
+    context.set_credentials(grpc::experimental::MetadataCredentialsFromPlugin(
+        std::make_unique<TenantCredentials>("tenant-7"), GRPC_SECURITY_NONE));
+    if (key_in_metadata) context.AddMetadata("x-tenant", "tenant-7");
+    context.set_wait_for_ready(true);
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(20));
+    example::EchoRequest request;
+    example::EchoReply reply;
+    const grpc::Status status = client.stub().Echo(&context, request, &reply);
+    return status.ok() ? reply.backend_id()
+                       : absl::StrCat("error:", status.error_message());
+  };
+  const auto config = [](const char* missing_key) {
+    return absl::StrCat(
+        R"({"loadBalancingConfig":[{"weighted_rendezvous":{"hashHeader":"x-tenant","missingKey":")",
+        missing_key, R"("}}]})");
+  };
+  Client failing(set.target(), config("FAIL"), "creds-fail");
+  EXPECT_EQ(call(failing, false),
+            "error:poise: the call has no \"x-tenant\" header and missingKey "
+            "is FAIL");
+  Client random(set.target(), config("RANDOM"), "creds-random");
+  std::set<std::string> served;
+  for (int i = 0; i < 40; ++i) served.insert(call(random, false));
+  EXPECT_GT(served.size(), 1u) << "one tenant spread over the backends";
+  // The header was on the wire all along: the backends saw the tenant.
+  size_t saw_tenant = 0;
+  for (size_t b = 0; b < set.size(); ++b) {
+    saw_tenant += set.backend(b).keys_seen().count("tenant-7");
+  }
+  EXPECT_EQ(saw_tenant, served.size());
+  // In the call's metadata the key routes: every call to the owner.
+  std::vector<std::string> ids;
+  const auto candidates = Candidates(set, &ids);
+  const std::string owner =
+      set.backend(WeightedRendezvous::Pick("tenant-7", candidates).value())
+          .id();
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(call(random, true), owner);
 }
 
 // serverLoad: the backends' ORCA reports (poise::server in the example

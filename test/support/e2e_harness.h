@@ -95,6 +95,7 @@ class Client {
   }
 
   grpc::Channel* channel() { return channel_.get(); }
+  example::Echo::Stub& stub() { return *stub_; }
 
  private:
   std::shared_ptr<grpc::Channel> channel_;
