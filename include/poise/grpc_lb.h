@@ -69,12 +69,16 @@ absl::Status RegisterPolicies();
 // Requires RegisterPolicies().
 absl::Status ValidateServiceConfig(std::string_view service_config_json);
 
-// Checks a poise-dns or poise-srv target as the resolver will when a channel
-// is created (where a bad target only shows as a TRANSIENT_FAILURE channel).
+// Checks a target as a channel created with it would, with the same parsers:
+// gRPC's URI parser (percent-decoding; a query or fragment is ignored, as the
+// resolvers ignore it), then for poise-dns and poise-srv the resolver's own
+// rules, where a bad target would only show as a TRANSIENT_FAILURE channel.
 // INVALID_ARGUMENT naming the part at fault, e.g.
 //   poise-dns target "poise-dns:///a.example": name 1 of 1 "a.example":
 //   missing port
-// Other schemes are INVALID_ARGUMENT too. Needs no gRPC initialisation.
+// Any other target (dns:, ipv4:, unix:, a bare "host:port") is checked only by
+// gRPC's resolver for its scheme, as the channel checks it: OK when that
+// resolver accepts it, else INVALID_ARGUMENT saying no resolver does.
 absl::Status ValidateTarget(std::string_view target);
 
 // Statistics, safe to export as metrics: request keys never appear here.

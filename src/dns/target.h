@@ -1,7 +1,7 @@
 // Targets of the poise-dns and poise-srv resolvers: parsing, validation and
 // the backend identities they give. Pure functions, no gRPC, no I/O: the
-// resolvers call them when a channel is created, and users may call
-// ValidateTarget() before creating one.
+// resolvers call them when a channel is created, and
+// poise::grpc_lb::ValidateTarget() before one is.
 //
 //   poise-dns:[//[server]/]host:port[,host:port...]
 //     Each listed name is resolved (A and AAAA); its addresses get the
@@ -77,11 +77,12 @@ struct Target {
   std::string srv_name;
 };
 
-// Parses a whole target, "poise-dns://127.0.0.1:5353/a.example:1,b:2".
+// Parses a whole target, "poise-dns://127.0.0.1:5353/a.example:1,b:2", split
+// by a plain RFC 3986 reading without percent-decoding, and refusing a query
+// or fragment: for tests and tools without gRPC. Channels, and
+// poise::grpc_lb::ValidateTarget, split with gRPC's URI parser and call
+// ParseTargetParts.
 absl::StatusOr<Target> ParseTarget(std::string_view target);
-
-// The same check without the result, for "validate before channel creation".
-absl::Status ValidateTarget(std::string_view target);
 
 // Parses a target already split into parts, as a resolver receives it from
 // gRPC's URI parser. path may start with '/' (gRPC keeps it: "/a:1,b:2").

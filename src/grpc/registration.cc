@@ -15,6 +15,7 @@
 #include "src/core/lib/config/core_configuration.h"
 #include "src/core/lib/iomgr/exec_ctx.h"
 #include "src/core/lib/service_config/service_config_impl.h"
+#include "src/core/lib/uri/uri_parser.h"
 #include "src/dns/target.h"
 #include "src/grpc/dns_resolver.h"
 #include "src/router/stats_registry.h"
@@ -101,7 +102,31 @@ absl::Status CheckGrpcVersion(absl::string_view runtime_cpp,
 absl::Status RegisterPolicies() { return Registration(); }
 
 absl::Status ValidateTarget(std::string_view target) {
-  return dns::ValidateTarget(target);
+  const absl::string_view text(target.data(), target.size());
+  // What the channel does: gRPC's URI parser, then the scheme's resolver
+  // (ours check the parts as CreateResolver does).
+  const absl::StatusOr<grpc_core::URI> uri = grpc_core::URI::Parse(text);
+  if (uri.ok()) {
+    for (const dns::Scheme scheme : {dns::Scheme::kDns, dns::Scheme::kSrv}) {
+      const std::string_view name = dns::SchemeName(scheme);
+      if (uri->scheme() != absl::string_view(name.data(), name.size())) {
+        continue;
+      }
+      return dns::ParseTargetParts(scheme, uri->authority(), uri->path(),
+                                   target)
+          .status();
+    }
+  }
+  if (grpc_core::CoreConfiguration::Get().resolver_registry().IsValidTarget(
+          text)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "target \"", text, "\": no resolver of gRPC accepts it (scheme ",
+      uri.ok()
+          ? absl::StrCat("\"", uri->scheme(), "\"")
+          : std::string("unreadable: ") + std::string(uri.status().message()),
+      ")"));
 }
 
 absl::Status ValidateServiceConfig(std::string_view service_config_json) {

@@ -433,7 +433,54 @@ TEST(DnsResolverE2e, BadTargetsNameThePart) {
   EXPECT_TRUE(
       grpc_lb::ValidateTarget("poise-srv://127.0.0.1:5353/_grpc._tcp.w.t")
           .ok());
-  EXPECT_FALSE(grpc_lb::ValidateTarget("dns:///a.test:1").ok());
+}
+
+// Other schemes are checked by gRPC's resolver for them, as a channel is.
+TEST(DnsResolverE2e, OtherSchemesAreCheckedByTheirResolver) {
+  for (const char* target : {"dns:///a.test:1", "ipv4:127.0.0.1:1,127.0.0.2:2",
+                             "a.test:443", "unix:/tmp/poise.sock"}) {
+    EXPECT_TRUE(grpc_lb::ValidateTarget(target).ok()) << target;
+  }
+  for (const char* target : {"ipv4:a.test:1", "ipv6:1.2.3.4:5"}) {
+    const absl::Status status = grpc_lb::ValidateTarget(target);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << target;
+    EXPECT_NE(status.message().find("no resolver of gRPC accepts it"),
+              std::string::npos)
+        << status;
+  }
+}
+
+// ValidateTarget reads a target as the channel does: percent-encoded parts
+// are decoded and a query is ignored, and the channel serves every one of
+// these targets as the plain one.
+TEST(DnsResolverE2e, PercentEncodedAndQueriedTargetsAreServedAndValid) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(2);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  std::string encoded_authority = dns.authority();
+  const size_t colon = encoded_authority.rfind(':');
+  ASSERT_NE(colon, std::string::npos);
+  encoded_authority.replace(colon, 1, "%3A");
+  const std::string names =
+      absl::StrCat(pods[0].identity(), ",", pods[1].identity());
+  const std::string encoded_names = absl::StrCat(
+      "web%2D0.web.test:", pods[0].backend->port(), ",", pods[1].identity());
+  const auto predicted = Predict(pods);
+  int i = 0;
+  for (const std::string& target : {
+           absl::StrCat("poise-dns://", dns.authority(), "/", encoded_names),
+           absl::StrCat("poise-dns://", encoded_authority, "/", names),
+           absl::StrCat("poise-dns://", dns.authority(), "/", names, "?x=1"),
+           absl::StrCat("poise-srv://", dns.authority(),
+                        "/_grpc._tcp.web%2Etest"),
+       }) {
+    EXPECT_TRUE(grpc_lb::ValidateTarget(target).ok())
+        << target << ": " << grpc_lb::ValidateTarget(target);
+    Client client(target, LbConfig("weighted_rendezvous"),
+                  absl::StrCat("encoded-", i++));
+    EXPECT_TRUE(ServesPrediction(client, predicted)) << target;
+  }
 }
 
 }  // namespace
