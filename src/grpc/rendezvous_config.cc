@@ -84,7 +84,7 @@ void AddRuleErrors(const std::vector<router::ConfigError>& broken,
 // The JSON shapes
 
 struct JsonEndpoint {
-  std::string address;
+  absl::optional<std::string> address;
   absl::optional<uint32_t> weight;
   absl::optional<std::string> identity;
 
@@ -92,7 +92,7 @@ struct JsonEndpoint {
       const JsonArgs& /*args*/) {
     static const auto* loader =
         grpc_core::JsonObjectLoader<JsonEndpoint>()
-            .Field("address", &JsonEndpoint::address)
+            .OptionalField("address", &JsonEndpoint::address)
             .OptionalField("weight", &JsonEndpoint::weight)
             .OptionalField("identity", &JsonEndpoint::identity)
             .Finish();
@@ -269,8 +269,8 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
   }
   config.endpoints.reserve(endpoints.size());
   for (JsonEndpoint& e : endpoints) {
-    router::EndpointConfig endpoint{std::move(e.address), std::nullopt,
-                                    std::nullopt};
+    router::EndpointConfig endpoint;
+    if (e.address.has_value()) endpoint.address = std::move(*e.address);
     if (e.weight.has_value()) endpoint.weight = *e.weight;
     if (e.identity.has_value()) endpoint.identity = std::move(*e.identity);
     config.endpoints.push_back(std::move(endpoint));

@@ -131,8 +131,17 @@ constexpr HiddenHeader kHiddenHeaders[] = {
 
 void CheckEndpoint(EndpointConfig& endpoint, const std::string& field,
                    std::vector<ConfigError>& errors) {
-  std::optional<std::string> address = NormalizeAddress(endpoint.address);
-  if (address.has_value()) {
+  if (!endpoint.address.has_value()) {
+    if (!endpoint.identity.has_value()) {
+      errors.push_back(
+          {absl::StrCat(field, ".address"),
+           "missing: an entry needs an address (an IP literal with a port) or "
+           "an identity (matched against the resolver's identities, like a "
+           "poise-dns host:port)"});
+    }
+  } else if (std::optional<std::string> address =
+                 NormalizeAddress(*endpoint.address);
+             address.has_value()) {
     endpoint.address = std::move(*address);
   } else {
     errors.push_back({absl::StrCat(field, ".address"),
@@ -159,14 +168,20 @@ void CheckEndpointsUnique(const std::vector<EndpointConfig>& endpoints,
   for (size_t i = 0; i < endpoints.size(); ++i) {
     const EndpointConfig& endpoint = endpoints[i];
     const std::string field = absl::StrCat("endpoints[", i, "]");
-    const auto address = addresses.emplace(endpoint.address, i);
-    if (!address.second) {
-      errors.push_back({absl::StrCat(field, ".address"),
-                        absl::StrCat("duplicate of endpoints[",
-                                     address.first->second, "]")});
+    if (endpoint.address.has_value()) {
+      const auto address = addresses.emplace(*endpoint.address, i);
+      if (!address.second) {
+        errors.push_back({absl::StrCat(field, ".address"),
+                          absl::StrCat("duplicate of endpoints[",
+                                       address.first->second, "]")});
+      }
+    }
+    // Without either, C5 reported the entry.
+    if (!endpoint.address.has_value() && !endpoint.identity.has_value()) {
+      continue;
     }
     const std::string_view identity =
-        endpoint.identity.has_value() ? *endpoint.identity : endpoint.address;
+        endpoint.identity.has_value() ? *endpoint.identity : *endpoint.address;
     const auto id = identities.emplace(identity, i);
     if (!id.second) {
       errors.push_back(

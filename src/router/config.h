@@ -54,9 +54,14 @@ std::optional<LoadScopeKind> ParseLoadScope(std::string_view name);
 // The rule a spelling ParseLoadScope refuses breaks, for "loadScope".
 inline constexpr char kLoadScopeRule[] = R"(must be "CHANNEL" or "PROCESS")";
 
-// One endpoints[] entry: settings for the resolved address it names.
+// One endpoints[] entry: settings for the resolved backend it names, by its
+// address, or (no address) by its identity, which then matches the identity
+// the backend gets from the resolver (a poise-dns "host:port", a poise-srv
+// "target:port") or its address text.
 struct EndpointConfig {
-  std::string address;  // normalised by NormalizeAndValidate (NormalizeAddress)
+  // Normalised by NormalizeAndValidate (NormalizeAddress); nullopt: matched
+  // by `identity`, which is then required.
+  std::optional<std::string> address;
   std::optional<uint32_t> weight;
   std::optional<std::string> identity;
 };

@@ -435,6 +435,36 @@ TEST(DnsResolverE2e, BadTargetsNameThePart) {
           .ok());
 }
 
+// endpoints[] entries by identity alone give DNS-named backends weights that
+// follow the name, whatever address it resolves to.
+TEST(DnsResolverE2e, EndpointsByIdentityWeighDnsNamedBackends) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(2);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  const std::string label = "dns-identity-weights";
+  Client client(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      LbConfig("weighted_rendezvous",
+               absl::StrCat(R"("endpoints":[{"identity":")", pods[1].identity(),
+                            R"(","weight":3}])")),
+      label, FastRefresh(300));
+  std::vector<Candidate> candidates;
+  const std::string ids[2] = {pods[0].identity(), pods[1].identity()};
+  candidates.push_back({ids[0], 1, true});
+  candidates.push_back({ids[1], 3, true});
+  std::map<std::string, std::string> predicted;
+  for (int k = 0; k < kKeys; ++k) {
+    const std::string key = absl::StrCat("key-", k);
+    predicted[key] =
+        pods[WeightedRendezvous::Pick(key, candidates).value()].backend->id();
+  }
+  ASSERT_TRUE(ServesPrediction(client, predicted));
+  for (const grpc_lb::BackendStats& b : StatsFor(label).backends) {
+    EXPECT_EQ(b.weight, b.identity == ids[1] ? 3u : 1u) << b.identity;
+  }
+}
+
 // Other schemes are checked by gRPC's resolver for them, as a channel is.
 TEST(DnsResolverE2e, OtherSchemesAreCheckedByTheirResolver) {
   for (const char* target : {"dns:///a.test:1", "ipv4:127.0.0.1:1,127.0.0.2:2",

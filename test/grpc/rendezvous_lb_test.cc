@@ -84,7 +84,7 @@ TEST(RendezvousConfig, EachRuleNamesItsField) {
       {R"({"hashHeader":"k","endpoints":[{"address":"db.local:80"}]})",
        "field:endpoints[0].address error:must be an IP literal"},
       {R"({"hashHeader":"k","endpoints":[{"weight":2}]})",
-       "field:endpoints[0].address error:field not present"},
+       "field:endpoints[0].address error:missing: an entry needs an address"},
       {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","port":1}]})",
        "field:endpoints[0].port error:unknown field"},
       {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80"},{"address":"10.0.0.1:80"}]})",
@@ -106,7 +106,9 @@ TEST(RendezvousConfig, AcceptsEveryField) {
   EXPECT_TRUE(ParseConfig(R"([{"bounded_load_rendezvous":{
       "hashHeader":"x-session-id","balanceFactorPercent":"125",
       "endpoints":[{"address":"10.0.0.1:80","weight":3,"identity":"a"},
-                   {"address":"[2001:db8::1]:80"}],
+                   {"address":"[2001:db8::1]:80"},
+                   {"identity":"cache-0.cache.default.svc.cluster.local:50070",
+                    "weight":3}],
       "defaultWeight":2,"missingKey":"FAIL","maxInFlightPerBackend":"100"}}])")
                   .ok());
   EXPECT_TRUE(

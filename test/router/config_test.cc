@@ -103,6 +103,21 @@ const RuleCase kRuleCases[] = {
      {"endpoints[0].address",
       "must be an IP literal with a port, like 10.0.0.7:8443 or "
       "[2001:db8::7]:8443"}},
+    {"NeitherAddressNorIdentity",
+     [](Config& c) {
+       c.endpoints = {{"10.0.0.1:80", {}, {}}, {std::nullopt, 2, {}}};
+     },
+     {"endpoints[1].address",
+      "missing: an entry needs an address (an IP literal with a port) or an "
+      "identity (matched against the resolver's identities, like a poise-dns "
+      "host:port)"}},
+    {"IdentityOnlyTwice",
+     [](Config& c) {
+       c.endpoints = {{std::nullopt, 2, "a.test:1"},
+                      {std::nullopt, 3, "a.test:1"}};
+     },
+     {"endpoints[1].identity",
+      "identity \"a.test:1\" is also used by endpoints[0]"}},
     {"ZeroWeight",
      [](Config& c) {
        c.endpoints = {{"10.0.0.1:80", {}, {}}, {"10.0.0.2:80", 0, {}}};
