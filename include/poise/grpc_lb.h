@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace poise::grpc_lb {
 
@@ -133,6 +134,19 @@ struct ChannelStats {
 
 // One entry per live policy instance (one per channel using the policies).
 std::vector<ChannelStats> StatsSnapshot();
+
+// Where `key` goes on the live channel labelled `label` (kStatsLabelArg, else
+// its target), and why: one JSON object of poise-explain's shape
+// (src/router/explain.h) over the channel's READY backends as its current
+// picker weighs them (effective weights during slow start, the loads a pick
+// reads: the load scope's calls, the fleet's estimates under serverLoad), plus
+// "channel", "policy" and "not_ready" (the identities of the backends that
+// are not READY). The request key is used only for this answer. NOT_FOUND
+// when no live channel has the label, FAILED_PRECONDITION when it has no
+// picker or no READY backend yet. Channels sharing a label (one loadScope
+// PROCESS scope) are asked in turn; the first with a picker answers.
+absl::StatusOr<std::string> ExplainKey(std::string_view label,
+                                       std::string_view key);
 
 }  // namespace poise::grpc_lb
 

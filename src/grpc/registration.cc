@@ -18,6 +18,8 @@
 #include "src/core/lib/uri/uri_parser.h"
 #include "src/dns/target.h"
 #include "src/grpc/dns_resolver.h"
+#include "src/router/explain.h"
+#include "src/router/picker.h"
 #include "src/router/stats_registry.h"
 
 #ifndef POISE_GRPC_CORE_VERSION
@@ -146,6 +148,42 @@ absl::Status ValidateServiceConfig(std::string_view service_config_json) {
 
 std::vector<ChannelStats> StatsSnapshot() {
   return router::SnapshotAllPolicies();
+}
+
+absl::StatusOr<std::string> ExplainKey(std::string_view label,
+                                       std::string_view key) {
+  const absl::string_view quoted(label.data(), label.size());
+  const std::vector<std::shared_ptr<router::PolicyStats>> channels =
+      router::PoliciesLabelled(label);
+  if (channels.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("no live channel has the stats label \"", quoted, "\""));
+  }
+  for (const std::shared_ptr<router::PolicyStats>& channel : channels) {
+    const std::shared_ptr<const router::Picker> picker = channel->picker();
+    if (picker == nullptr) continue;
+    const router::Picker::Inputs inputs = picker->InputsNow();
+    if (inputs.ready.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("channel \"", quoted, "\" has no READY backend (",
+                       inputs.not_ready.size(), " not READY)"));
+    }
+    const bool bounded = channel->policy() == kBoundedLoadRendezvousPolicy;
+    std::string extra =
+        absl::StrCat("\"channel\":", router::JsonString(label),
+                     ",\"policy\":", router::JsonString(channel->policy()),
+                     ",\"not_ready\":[");
+    const char* separator = "";
+    for (const std::string& identity : inputs.not_ready) {
+      absl::StrAppend(&extra, separator, router::JsonString(identity));
+      separator = ",";
+    }
+    extra += "]";
+    return router::ExplainJson(key, picker->factor_percent(), inputs.ready,
+                               bounded, extra);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "channel \"", quoted, "\" has no picker yet (no address list)"));
 }
 
 }  // namespace poise::grpc_lb

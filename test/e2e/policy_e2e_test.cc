@@ -259,6 +259,50 @@ TEST(PolicyE2E, StoppingABackendMovesOnlyItsKeysAndRestartingMovesThemBack) {
   }
 }
 
+// ExplainKey on a live channel: the key's owner and order over its READY
+// backends, as the channel routes it; a stopped backend is listed as not
+// READY and its keys' answer moves with the channel's.
+TEST(PolicyE2E, ExplainKeyAnswersForTheLiveChannel) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(3, kHeader).ok());
+  Client c(set.target(), LbConfig("bounded_load_rendezvous"), "explain-live");
+  ASSERT_TRUE(WarmUp(c, set));
+  std::vector<std::string> ids;
+  const auto candidates = Candidates(set, &ids);
+  for (int k = 0; k < 20; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    const absl::StatusOr<std::string> json = ExplainKey("explain-live", key);
+    ASSERT_TRUE(json.ok()) << json.status();
+    const size_t owner = WeightedRendezvous::Pick(key, candidates).value();
+    EXPECT_NE(json->find(absl::StrCat("\"affinity\":\"", ids[owner], "\"")),
+              std::string::npos)
+        << *json;
+    EXPECT_NE(json->find("\"channel\":\"explain-live\",\"policy\":"
+                         "\"bounded_load_rendezvous\",\"not_ready\":[]"),
+              std::string::npos)
+        << *json;
+    EXPECT_EQ(Served(c, key), set.backend(owner).id());
+  }
+  // user-0's owner stops: it is not READY, and the answer is the next choice.
+  const size_t owner = WeightedRendezvous::Pick("user-0", candidates).value();
+  set.backend(owner).Stop();
+  ASSERT_TRUE(WaitFor([&] {
+    const absl::StatusOr<std::string> json =
+        ExplainKey("explain-live", "user-0");
+    return json.ok() && json->find(absl::StrCat("\"not_ready\":[\"", ids[owner],
+                                                "\"]")) != std::string::npos;
+  }));
+  const absl::StatusOr<std::string> json = ExplainKey("explain-live", "user-0");
+  ASSERT_TRUE(json.ok());
+  const std::string served = Served(c, "user-0");
+  const auto index = static_cast<size_t>(set.IndexOf(served));
+  EXPECT_NE(json->find(absl::StrCat("\"affinity\":\"", ids[index], "\"")),
+            std::string::npos)
+      << *json << " served by " << served;
+  EXPECT_EQ(ExplainKey("no-such-label", "k").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST(PolicyE2E, InvalidConfigIsReportedWithTheField) {
   const absl::Status status = ValidateServiceConfig(
       LbConfig("bounded_load_rendezvous", R"("balanceFactorPercent":99)"));
