@@ -1,6 +1,7 @@
 #include "backend.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
 #include <chrono>
@@ -94,6 +95,8 @@ absl::Status Backend::StartOn(const std::string& ip, int port) {
   }
   auto service = std::make_unique<Service>(this);
   int bound_port = 0;
+  // grpc.health.v1.Health, for clients with healthCheckConfig (set_serving).
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(ip, ":", port),
                            grpc::InsecureServerCredentials(), &bound_port);
@@ -118,6 +121,12 @@ absl::Status Backend::StartOn(const std::string& ip, int port) {
   }
   running_.store(true);
   return absl::OkStatus();
+}
+
+void Backend::set_serving(bool serving) {
+  std::lock_guard<std::mutex> lock(life_mu_);
+  if (server_ == nullptr) return;
+  server_->GetHealthCheckService()->SetServingStatus(serving);
 }
 
 void Backend::Stop() {

@@ -66,6 +66,9 @@ class Backend {
   // every call sleeps at least `stall_ms` (plus the request's delay_ms).
   void set_fail(bool fail) { fail_.store(fail); }
   void set_stall_ms(uint32_t stall_ms) { stall_ms_.store(stall_ms); }
+  // Its health (grpc.health.v1, every service name) while running: a client
+  // with healthCheckConfig stops sending it calls while NOT_SERVING.
+  void set_serving(bool serving);
 
   uint64_t calls() const { return calls_.load(); }  // calls received
   int64_t in_flight() const { return in_flight_.load(); }

@@ -303,6 +303,64 @@ TEST(PolicyE2E, ExplainKeyAnswersForTheLiveChannel) {
             absl::StatusCode::kNotFound);
 }
 
+// Client-side health checking (the README's healthCheckConfig example): a
+// backend that turns NOT_SERVING passes its keys to their next choice and
+// no other key moves; SERVING again, its keys come back.
+TEST(PolicyE2E, HealthCheckConfigPassesANotServingBackendsKeysOn) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(4, kHeader).ok());
+  const std::string config =
+      R"({"healthCheckConfig": {"serviceName": ""},
+          "loadBalancingConfig": [{"bounded_load_rendezvous": {
+            "hashHeader": "x-session-id"}}]})";
+  ASSERT_TRUE(ValidateServiceConfig(config).ok());
+  Client c(set.target(), config, "health");
+  ASSERT_TRUE(WarmUp(c, set));
+  std::vector<std::string> ids;
+  std::vector<Candidate> candidates = Candidates(set, &ids);
+  std::map<std::string, std::string> before;
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    before[key] = Served(c, key);
+    ASSERT_EQ(
+        before[key],
+        set.backend(WeightedRendezvous::Pick(key, candidates).value()).id());
+  }
+  set.backend(1).set_serving(false);
+  candidates[1].eligible = false;
+  ASSERT_TRUE(WaitFor([&] {
+    return Served(c, "user-0") ==
+           set.backend(WeightedRendezvous::Pick("user-0", candidates).value())
+               .id();
+  }));
+  ASSERT_TRUE(WaitFor([&] {
+    for (const auto& [key, by] : before) {
+      if (by == set.backend(1).id() && Served(c, key) == by) return false;
+    }
+    return true;
+  }));
+  int moved = 0;
+  for (const auto& [key, by] : before) {
+    const std::string now = Served(c, key);
+    const std::string next =
+        set.backend(WeightedRendezvous::Pick(key, candidates).value()).id();
+    EXPECT_EQ(now, next) << key;
+    if (by == set.backend(1).id()) {
+      ++moved;
+    } else {
+      EXPECT_EQ(now, by) << key << " moved though its owner is SERVING";
+    }
+  }
+  EXPECT_GT(moved, 0);
+  set.backend(1).set_serving(true);
+  ASSERT_TRUE(WaitFor([&] {
+    for (const auto& [key, by] : before) {
+      if (Served(c, key) != by) return false;
+    }
+    return true;
+  }));
+}
+
 TEST(PolicyE2E, InvalidConfigIsReportedWithTheField) {
   const absl::Status status = ValidateServiceConfig(
       LbConfig("bounded_load_rendezvous", R"("balanceFactorPercent":99)"));
