@@ -99,7 +99,10 @@ absl::Status Backend::StartOn(const std::string& ip, int port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(ip, ":", port),
-                           grpc::InsecureServerCredentials(), &bound_port);
+                           credentials_ != nullptr
+                               ? credentials_
+                               : grpc::InsecureServerCredentials(),
+                           &bound_port);
   builder.RegisterService(service.get());
   // The server reports its calls in flight through ORCA (utilization "rif",
   // per call and out of band): one line, before BuildAndStart().
@@ -121,6 +124,12 @@ absl::Status Backend::StartOn(const std::string& ip, int port) {
   }
   running_.store(true);
   return absl::OkStatus();
+}
+
+void Backend::set_credentials(
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
+  std::lock_guard<std::mutex> lock(life_mu_);
+  credentials_ = std::move(credentials);
 }
 
 void Backend::set_serving(bool serving) {

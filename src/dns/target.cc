@@ -274,6 +274,19 @@ std::string SrvIdentity(std::string_view target, uint16_t port) {
   return Cat(StripTrailingDot(AsciiLower(target)), ":", port);
 }
 
+std::string DefaultAuthority(const Target& target) {
+  if (target.scheme == Scheme::kDns) return target.names.front().identity;
+  std::string_view name = target.srv_name;
+  // "_service._proto." labels name the service's protocol, not its host.
+  for (int label = 0; label < 2 && !name.empty() && name.front() == '_';
+       ++label) {
+    const size_t dot = name.find('.');
+    if (dot == std::string_view::npos) break;
+    name.remove_prefix(dot + 1);
+  }
+  return StripTrailingDot(name);
+}
+
 absl::StatusOr<DnsServer> ParseDnsServer(std::string_view authority) {
   if (authority.empty()) return BadAuthority(authority, "empty");
   DnsServer server;

@@ -101,6 +101,19 @@ absl::StatusOr<DnsServer> ParseDnsServer(std::string_view authority);
 // The target must not be empty.
 std::string SrvIdentity(std::string_view target, uint16_t port);
 
+// The channel's default authority (its :authority and the name a TLS
+// certificate is checked against, unless grpc.default_authority or
+// grpc.ssl_target_name_override is set):
+//   poise-srv: the service's name, the SRV name without its leading
+//     "_service._proto" labels ("_grpc._tcp.cache.default.svc" ->
+//     "cache.default.svc");
+//   poise-dns: the first listed backend's identity, "host:port"
+//     ("web-0.web.default.svc:8443"): every pod's certificate must carry
+//     that name, so a StatefulSet's certificates carry a wildcard of its
+//     Service's domain ("*.web.default.svc") or the channel sets the
+//     authority (docs/dns.md, TLS).
+std::string DefaultAuthority(const Target& target);
+
 // Lower-cases ASCII letters (DNS names compare case-insensitively).
 std::string AsciiLower(std::string_view text);
 

@@ -112,6 +112,23 @@ TEST(ParseTargetParts, AcceptsGrpcsSplitWithLeadingSlash) {
             "poise-srv target \"poise-srv:///\": no SRV name");
 }
 
+TEST(DefaultAuthority, TheServiceNameOrTheFirstBackend) {
+  const auto authority = [](std::string_view text) {
+    const absl::StatusOr<Target> target = ParseTarget(text);
+    EXPECT_TRUE(target.ok()) << text;
+    return target.ok() ? DefaultAuthority(*target) : std::string();
+  };
+  EXPECT_EQ(
+      authority("poise-srv:///_grpc._tcp.Cache.Default.svc.cluster.local."),
+      "cache.default.svc.cluster.local");
+  EXPECT_EQ(authority("poise-srv://127.0.0.1:53/_grpc._tcp.web.test"),
+            "web.test");
+  EXPECT_EQ(authority("poise-srv:///_http.web.test"), "web.test");
+  EXPECT_EQ(authority("poise-srv:///web.test"), "web.test");
+  EXPECT_EQ(authority("poise-dns:///Web-0.Web.Test.:8443,web-1.web.test:8443"),
+            "web-0.web.test:8443");
+}
+
 TEST(SrvIdentity, LowerCaseWithoutTrailingDotDecimalPort) {
   EXPECT_EQ(SrvIdentity("Web-0.Web.Default.svc.cluster.local.", 8443),
             "web-0.web.default.svc.cluster.local:8443");

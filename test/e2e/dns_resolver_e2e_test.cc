@@ -10,10 +10,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -463,6 +466,141 @@ TEST(DnsResolverE2e, EndpointsByIdentityWeighDnsNamedBackends) {
   for (const grpc_lb::BackendStats& b : StatsFor(label).backends) {
     EXPECT_EQ(b.weight, b.identity == ids[1] ? 3u : 1u) << b.identity;
   }
+}
+
+// ---------------------------------------------------------------------------
+// TLS: certificates made at test time with openssl
+
+// A CA and one server certificate for `names` (subjectAltName DNS entries),
+// in a folder of their own; empty pems when openssl fails.
+struct TestPki {
+  std::string ca_pem;
+  std::string key_pem;
+  std::string cert_pem;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TestPki MakePki(const std::string& names) {
+  char dir_template[] = "/tmp/poise-tls-XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) return {};
+  const std::string d(dir);
+  {
+    std::ofstream ext(d + "/ext.cnf");
+    ext << "subjectAltName=" << names << "\n";
+  }
+  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 ";
+  const std::string commands = absl::StrCat(
+      "cd ", d, " && openssl req -x509", ec,
+      "-nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=poise-test-ca",
+      " && openssl req", ec,
+      "-nodes -keyout server.key -out server.csr -subj /CN=poise-test-server",
+      " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key",
+      " -CAcreateserial -out server.pem -days 2 -extfile ext.cnf",
+      " >openssl.log 2>&1");
+  TestPki pki;
+  if (std::system(commands.c_str()) == 0) {
+    pki.ca_pem = ReadFile(d + "/ca.pem");
+    pki.key_pem = ReadFile(d + "/server.key");
+    pki.cert_pem = ReadFile(d + "/server.pem");
+  } else {
+    ADD_FAILURE() << "openssl: " << ReadFile(d + "/openssl.log");
+  }
+  std::system(absl::StrCat("rm -rf ", d).c_str());
+  return pki;
+}
+
+// Pods web-0, web-1 serving TLS with `pki`'s certificate.
+std::vector<Pod> StartTlsPods(const TestPki& pki) {
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({pki.key_pem, pki.cert_pem});
+  const auto credentials = grpc::SslServerCredentials(options);
+  std::vector<Pod> pods;
+  for (int i = 0; i < 2; ++i) {
+    Pod pod{absl::StrCat("web-", i, ".web.test"),
+            std::make_unique<Backend>(absl::StrCat("web-", i), kHeader)};
+    pod.backend->set_credentials(credentials);
+    const absl::Status started =
+        pod.backend->StartOn(absl::StrCat("127.0.0.", 2 + i));
+    EXPECT_TRUE(started.ok()) << started;
+    pods.push_back(std::move(pod));
+  }
+  return pods;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> TrustingCa(const TestPki& pki) {
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = pki.ca_pem;
+  return grpc::SslCredentials(options);
+}
+
+// A StatefulSet's pods behind a headless Service, with one certificate for
+// the Service's name and a wildcard of its domain (docs/dns.md, TLS): the
+// channel's authority is the service name (poise-srv) or the first pod's
+// name (poise-dns), both on the certificate, and keys route as without TLS.
+TEST(DnsResolverE2e, TlsChecksTheServiceOrFirstPodName) {
+  POISE_REQUIRE_DNSMASQ();
+  const TestPki pki = MakePki("DNS:web.test,DNS:*.web.test");
+  ASSERT_FALSE(pki.ca_pem.empty());
+  std::vector<Pod> pods = StartTlsPods(pki);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  const auto predicted = Predict(pods);
+  const std::string targets[] = {
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      DnsTarget(dns, pods)};
+  for (int t = 0; t < 2; ++t) {
+    Client client(targets[t], LbConfig("weighted_rendezvous"),
+                  absl::StrCat("tls-", t), FastRefresh(300), TrustingCa(pki));
+    EXPECT_TRUE(ServesPrediction(client, predicted)) << targets[t];
+    grpc::ClientContext context;
+    context.AddMetadata(kHeader, "key-1");
+    example::EchoRequest request;
+    example::EchoReply reply;
+    ASSERT_TRUE(client.stub().Echo(&context, request, &reply).ok());
+    const std::shared_ptr<const grpc::AuthContext> auth =
+        context.auth_context();
+    ASSERT_NE(auth, nullptr);
+    EXPECT_TRUE(auth->IsPeerAuthenticated()) << targets[t];
+  }
+}
+
+// A certificate for the Service's name alone: poise-srv's authority is on
+// it; poise-dns's (the first pod's name) is not, and its handshakes fail
+// until the channel names the service with grpc.default_authority.
+TEST(DnsResolverE2e, TlsWithOnlyTheServiceNameNeedsTheAuthorityForPoiseDns) {
+  POISE_REQUIRE_DNSMASQ();
+  const TestPki pki = MakePki("DNS:web.test");
+  ASSERT_FALSE(pki.ca_pem.empty());
+  std::vector<Pod> pods = StartTlsPods(pki);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  const auto predicted = Predict(pods);
+  Client srv(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      LbConfig("weighted_rendezvous"), "tls-srv-only", FastRefresh(300),
+      TrustingCa(pki));
+  EXPECT_TRUE(ServesPrediction(srv, predicted));
+  {
+    Client named(DnsTarget(dns, pods), LbConfig("weighted_rendezvous"),
+                 "tls-dns-first-pod", FastRefresh(300), TrustingCa(pki));
+    CallOptions options;
+    options.wait_for_ready = false;
+    options.deadline = std::chrono::seconds(2);
+    EXPECT_EQ(named.Call("key-1", options).status.error_code(),
+              grpc::StatusCode::UNAVAILABLE);
+  }
+  grpc::ChannelArguments args = FastRefresh(300);
+  args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, "web.test");
+  Client overridden(DnsTarget(dns, pods), LbConfig("weighted_rendezvous"),
+                    "tls-dns-authority", args, TrustingCa(pki));
+  EXPECT_TRUE(ServesPrediction(overridden, predicted));
 }
 
 // Other schemes are checked by gRPC's resolver for them, as a channel is.
