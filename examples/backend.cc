@@ -1,6 +1,7 @@
 #include "backend.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
 #include <chrono>
@@ -94,9 +95,14 @@ absl::Status Backend::StartOn(const std::string& ip, int port) {
   }
   auto service = std::make_unique<Service>(this);
   int bound_port = 0;
+  // grpc.health.v1.Health, for clients with healthCheckConfig (set_serving).
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(ip, ":", port),
-                           grpc::InsecureServerCredentials(), &bound_port);
+                           credentials_ != nullptr
+                               ? credentials_
+                               : grpc::InsecureServerCredentials(),
+                           &bound_port);
   builder.RegisterService(service.get());
   // The server reports its calls in flight through ORCA (utilization "rif",
   // per call and out of band): one line, before BuildAndStart().
@@ -118,6 +124,18 @@ absl::Status Backend::StartOn(const std::string& ip, int port) {
   }
   running_.store(true);
   return absl::OkStatus();
+}
+
+void Backend::set_credentials(
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
+  std::lock_guard<std::mutex> lock(life_mu_);
+  credentials_ = std::move(credentials);
+}
+
+void Backend::set_serving(bool serving) {
+  std::lock_guard<std::mutex> lock(life_mu_);
+  if (server_ == nullptr) return;
+  server_->GetHealthCheckService()->SetServingStatus(serving);
 }
 
 void Backend::Stop() {

@@ -14,6 +14,8 @@
 #ifndef POISE_EXAMPLES_BACKEND_H_
 #define POISE_EXAMPLES_BACKEND_H_
 
+#include <grpcpp/security/server_credentials.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -66,6 +68,12 @@ class Backend {
   // every call sleeps at least `stall_ms` (plus the request's delay_ms).
   void set_fail(bool fail) { fail_.store(fail); }
   void set_stall_ms(uint32_t stall_ms) { stall_ms_.store(stall_ms); }
+  // The credentials of the next Start (default: insecure), e.g.
+  // grpc::SslServerCredentials for a TLS backend.
+  void set_credentials(std::shared_ptr<grpc::ServerCredentials> credentials);
+  // Its health (grpc.health.v1, every service name) while running: a client
+  // with healthCheckConfig stops sending it calls while NOT_SERVING.
+  void set_serving(bool serving);
 
   uint64_t calls() const { return calls_.load(); }  // calls received
   int64_t in_flight() const { return in_flight_.load(); }
@@ -90,6 +98,7 @@ class Backend {
                         // load_reports_
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::ServerCredentials> credentials_;  // null: insecure
   std::shared_ptr<LoadReports> load_reports_;
   std::atomic<int> port_{0};
   mutable std::mutex ip_mu_;  // guards ip_

@@ -1,7 +1,7 @@
 // An echo server that replies with its backend id, and reports its calls in
 // flight to clients through ORCA (poise::EnableLoadReports in backend.cc).
 //
-//   poise-example-server --port 50051 --id a
+//   poise-example-server --port 50051 --id a [--ip 127.0.0.2]
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -17,7 +17,8 @@ volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int /*signal*/) { g_stop = 1; }
 
 int Usage() {
-  std::fprintf(stderr, "usage: poise-example-server [--port N] [--id ID]\n");
+  std::fprintf(stderr,
+               "usage: poise-example-server [--port N] [--id ID] [--ip IP]\n");
   return 2;
 }
 }  // namespace
@@ -25,6 +26,7 @@ int Usage() {
 int main(int argc, char** argv) {
   int port = 50051;
   std::string id = "a";
+  std::string ip = "127.0.0.1";  // another loopback address: another "pod"
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) return Usage();
@@ -38,13 +40,15 @@ int main(int argc, char** argv) {
       port = static_cast<int>(parsed);
     } else if (arg == "--id") {
       id = value;
+    } else if (arg == "--ip") {
+      ip = value;
     } else {
       return Usage();
     }
   }
 
   poise::example::Backend backend(id, "x-session-id");
-  if (absl::Status status = backend.Start(port); !status.ok()) {
+  if (absl::Status status = backend.StartOn(ip, port); !status.ok()) {
     std::fprintf(stderr, "%s\n", status.ToString().c_str());
     return 1;
   }

@@ -14,7 +14,7 @@ packages=(
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format clang-tidy gnuplot-nox valgrind
-  dnsmasq-base libc-ares-dev
+  dnsmasq-base libc-ares-dev openssl
 )
 
 sudo_cmd=()

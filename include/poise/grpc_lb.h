@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace poise::grpc_lb {
 
@@ -69,12 +70,16 @@ absl::Status RegisterPolicies();
 // Requires RegisterPolicies().
 absl::Status ValidateServiceConfig(std::string_view service_config_json);
 
-// Checks a poise-dns or poise-srv target as the resolver will when a channel
-// is created (where a bad target only shows as a TRANSIENT_FAILURE channel).
+// Checks a target as a channel created with it would, with the same parsers:
+// gRPC's URI parser (percent-decoding; a query or fragment is ignored, as the
+// resolvers ignore it), then for poise-dns and poise-srv the resolver's own
+// rules, where a bad target would only show as a TRANSIENT_FAILURE channel.
 // INVALID_ARGUMENT naming the part at fault, e.g.
 //   poise-dns target "poise-dns:///a.example": name 1 of 1 "a.example":
 //   missing port
-// Other schemes are INVALID_ARGUMENT too. Needs no gRPC initialisation.
+// Any other target (dns:, ipv4:, unix:, a bare "host:port") is checked only by
+// gRPC's resolver for its scheme, as the channel checks it: OK when that
+// resolver accepts it, else INVALID_ARGUMENT saying no resolver does.
 absl::Status ValidateTarget(std::string_view target);
 
 // Statistics, safe to export as metrics: request keys never appear here.
@@ -129,6 +134,19 @@ struct ChannelStats {
 
 // One entry per live policy instance (one per channel using the policies).
 std::vector<ChannelStats> StatsSnapshot();
+
+// Where `key` goes on the live channel labelled `label` (kStatsLabelArg, else
+// its target), and why: one JSON object of poise-explain's shape
+// (src/router/explain.h) over the channel's READY backends as its current
+// picker weighs them (effective weights during slow start, the loads a pick
+// reads: the load scope's calls, the fleet's estimates under serverLoad), plus
+// "channel", "policy" and "not_ready" (the identities of the backends that
+// are not READY). The request key is used only for this answer. NOT_FOUND
+// when no live channel has the label, FAILED_PRECONDITION when it has no
+// picker or no READY backend yet. Channels sharing a label (one loadScope
+// PROCESS scope) are asked in turn; the first with a picker answers.
+absl::StatusOr<std::string> ExplainKey(std::string_view label,
+                                       std::string_view key);
 
 }  // namespace poise::grpc_lb
 

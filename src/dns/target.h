@@ -1,7 +1,7 @@
 // Targets of the poise-dns and poise-srv resolvers: parsing, validation and
 // the backend identities they give. Pure functions, no gRPC, no I/O: the
-// resolvers call them when a channel is created, and users may call
-// ValidateTarget() before creating one.
+// resolvers call them when a channel is created, and
+// poise::grpc_lb::ValidateTarget() before one is.
 //
 //   poise-dns:[//[server]/]host:port[,host:port...]
 //     Each listed name is resolved (A and AAAA); its addresses get the
@@ -77,11 +77,12 @@ struct Target {
   std::string srv_name;
 };
 
-// Parses a whole target, "poise-dns://127.0.0.1:5353/a.example:1,b:2".
+// Parses a whole target, "poise-dns://127.0.0.1:5353/a.example:1,b:2", split
+// by a plain RFC 3986 reading without percent-decoding, and refusing a query
+// or fragment: for tests and tools without gRPC. Channels, and
+// poise::grpc_lb::ValidateTarget, split with gRPC's URI parser and call
+// ParseTargetParts.
 absl::StatusOr<Target> ParseTarget(std::string_view target);
-
-// The same check without the result, for "validate before channel creation".
-absl::Status ValidateTarget(std::string_view target);
 
 // Parses a target already split into parts, as a resolver receives it from
 // gRPC's URI parser. path may start with '/' (gRPC keeps it: "/a:1,b:2").
@@ -99,6 +100,19 @@ absl::StatusOr<DnsServer> ParseDnsServer(std::string_view authority);
 // without its trailing dot ("Web-0.Web.Test." , 8443 -> "web-0.web.test:8443").
 // The target must not be empty.
 std::string SrvIdentity(std::string_view target, uint16_t port);
+
+// The channel's default authority (its :authority and the name a TLS
+// certificate is checked against, unless grpc.default_authority or
+// grpc.ssl_target_name_override is set):
+//   poise-srv: the service's name, the SRV name without its leading
+//     "_service._proto" labels ("_grpc._tcp.cache.default.svc" ->
+//     "cache.default.svc");
+//   poise-dns: the first listed backend's identity, "host:port"
+//     ("web-0.web.default.svc:8443"): every pod's certificate must carry
+//     that name, so a StatefulSet's certificates carry a wildcard of its
+//     Service's domain ("*.web.default.svc") or the channel sets the
+//     authority (docs/dns.md, TLS).
+std::string DefaultAuthority(const Target& target);
 
 // Lower-cases ASCII letters (DNS names compare case-insensitively).
 std::string AsciiLower(std::string_view text);

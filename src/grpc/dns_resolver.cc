@@ -435,6 +435,16 @@ class PoiseResolverFactory final : public grpc_core::ResolverFactory {
   // part at fault, rather than gRPC's generic "invalid target" lame channel.
   bool IsValidUri(const grpc_core::URI& /*uri*/) const override { return true; }
 
+  // The name TLS checks the backends' certificates against (and the calls'
+  // :authority): the service's name or the first backend's (dns::
+  // DefaultAuthority), not the path, which lists several names.
+  std::string GetDefaultAuthority(const grpc_core::URI& uri) const override {
+    auto target = dns::ParseTargetParts(scheme_, uri.authority(), uri.path(),
+                                        uri.ToString());
+    return target.ok() ? dns::DefaultAuthority(*target)
+                       : ResolverFactory::GetDefaultAuthority(uri);
+  }
+
   OrphanablePtr<Resolver> CreateResolver(ResolverArgs args) const override {
     auto target = dns::ParseTargetParts(scheme_, args.uri.authority(),
                                         args.uri.path(), args.uri.ToString());

@@ -15,8 +15,11 @@
 #include "src/core/lib/config/core_configuration.h"
 #include "src/core/lib/iomgr/exec_ctx.h"
 #include "src/core/lib/service_config/service_config_impl.h"
+#include "src/core/lib/uri/uri_parser.h"
 #include "src/dns/target.h"
 #include "src/grpc/dns_resolver.h"
+#include "src/router/explain.h"
+#include "src/router/picker.h"
 #include "src/router/stats_registry.h"
 
 #ifndef POISE_GRPC_CORE_VERSION
@@ -101,7 +104,31 @@ absl::Status CheckGrpcVersion(absl::string_view runtime_cpp,
 absl::Status RegisterPolicies() { return Registration(); }
 
 absl::Status ValidateTarget(std::string_view target) {
-  return dns::ValidateTarget(target);
+  const absl::string_view text(target.data(), target.size());
+  // What the channel does: gRPC's URI parser, then the scheme's resolver
+  // (ours check the parts as CreateResolver does).
+  const absl::StatusOr<grpc_core::URI> uri = grpc_core::URI::Parse(text);
+  if (uri.ok()) {
+    for (const dns::Scheme scheme : {dns::Scheme::kDns, dns::Scheme::kSrv}) {
+      const std::string_view name = dns::SchemeName(scheme);
+      if (uri->scheme() != absl::string_view(name.data(), name.size())) {
+        continue;
+      }
+      return dns::ParseTargetParts(scheme, uri->authority(), uri->path(),
+                                   target)
+          .status();
+    }
+  }
+  if (grpc_core::CoreConfiguration::Get().resolver_registry().IsValidTarget(
+          text)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "target \"", text, "\": no resolver of gRPC accepts it (scheme ",
+      uri.ok()
+          ? absl::StrCat("\"", uri->scheme(), "\"")
+          : std::string("unreadable: ") + std::string(uri.status().message()),
+      ")"));
 }
 
 absl::Status ValidateServiceConfig(std::string_view service_config_json) {
@@ -121,6 +148,42 @@ absl::Status ValidateServiceConfig(std::string_view service_config_json) {
 
 std::vector<ChannelStats> StatsSnapshot() {
   return router::SnapshotAllPolicies();
+}
+
+absl::StatusOr<std::string> ExplainKey(std::string_view label,
+                                       std::string_view key) {
+  const absl::string_view quoted(label.data(), label.size());
+  const std::vector<std::shared_ptr<router::PolicyStats>> channels =
+      router::PoliciesLabelled(label);
+  if (channels.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("no live channel has the stats label \"", quoted, "\""));
+  }
+  for (const std::shared_ptr<router::PolicyStats>& channel : channels) {
+    const std::shared_ptr<const router::Picker> picker = channel->picker();
+    if (picker == nullptr) continue;
+    const router::Picker::Inputs inputs = picker->InputsNow();
+    if (inputs.ready.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("channel \"", quoted, "\" has no READY backend (",
+                       inputs.not_ready.size(), " not READY)"));
+    }
+    const bool bounded = channel->policy() == kBoundedLoadRendezvousPolicy;
+    std::string extra =
+        absl::StrCat("\"channel\":", router::JsonString(label),
+                     ",\"policy\":", router::JsonString(channel->policy()),
+                     ",\"not_ready\":[");
+    const char* separator = "";
+    for (const std::string& identity : inputs.not_ready) {
+      absl::StrAppend(&extra, separator, router::JsonString(identity));
+      separator = ",";
+    }
+    extra += "]";
+    return router::ExplainJson(key, picker->factor_percent(), inputs.ready,
+                               bounded, extra);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "channel \"", quoted, "\" has no picker yet (no address list)"));
 }
 
 }  // namespace poise::grpc_lb

@@ -84,7 +84,7 @@ void AddRuleErrors(const std::vector<router::ConfigError>& broken,
 // The JSON shapes
 
 struct JsonEndpoint {
-  std::string address;
+  absl::optional<std::string> address;
   absl::optional<uint32_t> weight;
   absl::optional<std::string> identity;
 
@@ -92,7 +92,7 @@ struct JsonEndpoint {
       const JsonArgs& /*args*/) {
     static const auto* loader =
         grpc_core::JsonObjectLoader<JsonEndpoint>()
-            .Field("address", &JsonEndpoint::address)
+            .OptionalField("address", &JsonEndpoint::address)
             .OptionalField("weight", &JsonEndpoint::weight)
             .OptionalField("identity", &JsonEndpoint::identity)
             .Finish();
@@ -107,10 +107,27 @@ struct JsonEndpoint {
   }
 };
 
+// A duration member, loaded as text and read by router::ParseDuration (exact
+// to the nanosecond, unlike gRPC's Duration): `text` into `out`, or the
+// field's rule, which states its limits, as the error.
+void ParseDurationField(const absl::optional<std::string>& text,
+                        const char* field, const char* rule,
+                        absl::Duration& out, ValidationErrors* errors) {
+  if (!text.has_value()) return;
+  if (const std::optional<absl::Duration> d = router::ParseDuration(*text);
+      d.has_value()) {
+    out = *d;
+  } else {
+    ValidationErrors::ScopedField scoped(errors, field);
+    errors->AddError(rule);
+  }
+}
+
 // "slowStart": {"window": "60s", "minWeightPercent": 10}.
 struct JsonSlowStart {
-  grpc_core::Duration window;
+  absl::optional<std::string> window;  // required: see JsonLoader
   absl::optional<uint32_t> min_weight_percent;
+  router::SlowStartConfig config;  // the result, made by JsonPostLoad
 
   static const grpc_core::JsonLoaderInterface* JsonLoader(
       const JsonArgs& /*args*/) {
@@ -122,19 +139,15 @@ struct JsonSlowStart {
             .Finish();
     return loader;
   }
-  // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
   void JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
                     ValidationErrors* errors) {
     RejectUnknownFields(json, {"window", "minWeightPercent"},
                         "window, minWeightPercent", errors);
-  }
-  router::SlowStartConfig ToConfig() const {
-    router::SlowStartConfig out;
-    out.window = absl::Milliseconds(window.millis());
+    ParseDurationField(window, ".window", router::kWindowRule, config.window,
+                       errors);
     if (min_weight_percent.has_value()) {
-      out.min_weight_percent = *min_weight_percent;
+      config.min_weight_percent = *min_weight_percent;
     }
-    return out;
   }
 };
 
@@ -142,8 +155,9 @@ struct JsonSlowStart {
 // "maxReportAge": "1s"}; every member optional.
 struct JsonServerLoad {
   absl::optional<std::string> metric;
-  absl::optional<grpc_core::Duration> out_of_band_interval;
-  absl::optional<grpc_core::Duration> max_report_age;
+  absl::optional<std::string> out_of_band_interval;
+  absl::optional<std::string> max_report_age;
+  router::ServerLoadConfig config;  // the result, made by JsonPostLoad
 
   static const grpc_core::JsonLoaderInterface* JsonLoader(
       const JsonArgs& /*args*/) {
@@ -157,31 +171,16 @@ struct JsonServerLoad {
     return loader;
   }
   void JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
-                    ValidationErrors* errors) const {
+                    ValidationErrors* errors) {
     RejectUnknownFields(json, {"metric", "outOfBandInterval", "maxReportAge"},
                         "metric, outOfBandInterval, maxReportAge", errors);
-    // gRPC's Duration keeps whole milliseconds: "0.0005s" would load as 0s,
-    // silently turning the out-of-band reports off.
-    if (out_of_band_interval == grpc_core::Duration::Zero() &&
-        json.object_value()
-                .at("outOfBandInterval")
-                .string_value()
-                .find_first_of("123456789") != std::string::npos) {
-      ValidationErrors::ScopedField field(errors, ".outOfBandInterval");
-      errors->AddError(router::kOutOfBandIntervalRule);
-    }
-  }
-  router::ServerLoadConfig ToConfig() const {
-    router::ServerLoadConfig out;
-    if (metric.has_value()) out.metric = *metric;
-    if (out_of_band_interval.has_value()) {
-      out.out_of_band_interval =
-          absl::Milliseconds(out_of_band_interval->millis());
-    }
-    if (max_report_age.has_value()) {
-      out.max_report_age = absl::Milliseconds(max_report_age->millis());
-    }
-    return out;
+    if (metric.has_value()) config.metric = *metric;
+    ParseDurationField(out_of_band_interval, ".outOfBandInterval",
+                       router::kOutOfBandIntervalRule,
+                       config.out_of_band_interval, errors);
+    ParseDurationField(max_report_age, ".maxReportAge",
+                       router::kMaxReportAgeRule, config.max_report_age,
+                       errors);
   }
 };
 
@@ -270,8 +269,8 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
   }
   config.endpoints.reserve(endpoints.size());
   for (JsonEndpoint& e : endpoints) {
-    router::EndpointConfig endpoint{std::move(e.address), std::nullopt,
-                                    std::nullopt};
+    router::EndpointConfig endpoint;
+    if (e.address.has_value()) endpoint.address = std::move(*e.address);
     if (e.weight.has_value()) endpoint.weight = *e.weight;
     if (e.identity.has_value()) endpoint.identity = std::move(*e.identity);
     config.endpoints.push_back(std::move(endpoint));
@@ -284,10 +283,10 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
   }
   ParseSpelling(retry_routing, router::ParseRetryRouting, ".retryRouting",
                 router::kRetryRoutingRule, config.retry_routing, errors);
-  if (slow_start.has_value()) config.slow_start = slow_start->ToConfig();
+  if (slow_start.has_value()) config.slow_start = slow_start->config;
   ParseSpelling(load_scope, router::ParseLoadScope, ".loadScope",
                 router::kLoadScopeRule, config.load_scope, errors);
-  if (server_load.has_value()) config.server_load = server_load->ToConfig();
+  if (server_load.has_value()) config.server_load = server_load->config;
   AddRuleErrors(router::NormalizeAndValidate(config), errors);
 }
 

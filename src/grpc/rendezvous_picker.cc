@@ -89,9 +89,12 @@ RendezvousPicker::RendezvousPicker(
                             ? config
                             : nullptr),
       stats_(stats),
-      router_(config, std::move(list), states, std::move(stats),
-              effective_weights),
-      subchannels_(std::move(subchannels)) {}
+      router_(std::make_shared<const router::Picker>(config, std::move(list),
+                                                     states, std::move(stats),
+                                                     effective_weights)),
+      subchannels_(std::move(subchannels)) {
+  stats_->SetPicker(router_);
+}
 
 RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
   std::string buffer;
@@ -109,7 +112,7 @@ RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
     request.previous_attempts = router::ParsePreviousAttempts(
         std::string_view(attempts->data(), attempts->size()));
   }
-  router::PickOutcome outcome = router_.Pick(request);
+  router::PickOutcome outcome = router_->Pick(request);
   if (auto* c = std::get_if<router::PickOutcome::Complete>(&outcome.result)) {
     if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) {
       TracePick(c->backend, c->spilled);
@@ -122,7 +125,7 @@ RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
       return PickResult::Complete(
           subchannel,
           std::make_unique<ReportingCallTracker>(
-              std::move(c->slot), router_.backends()[c->backend].cell,
+              std::move(c->slot), router_->backends()[c->backend].cell,
               reporting_config_, stats_, policy_));
     }
     // The tracker is owned by the returned PickResult; the analyzer loses
@@ -138,7 +141,7 @@ RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
 }
 
 void RendezvousPicker::TracePick(size_t index, bool spilled) const {
-  const std::string_view identity = router_.backends()[index].identity;
+  const std::string_view identity = router_->backends()[index].identity;
   gpr_log(GPR_INFO, "[poise %p] pick -> %.*s%s", policy_,
           static_cast<int>(identity.size()), identity.data(),
           spilled ? " (spilled)" : "");

@@ -57,7 +57,8 @@ class RendezvousPicker final
   // serverLoad: the config its trackers read the metric from; else null.
   const std::shared_ptr<const router::Config> reporting_config_;
   const std::shared_ptr<router::PolicyStats> stats_;
-  const router::Picker router_;
+  // Shared with the stats (weakly), for ExplainKey.
+  const std::shared_ptr<const router::Picker> router_;
   const Subchannels subchannels_;
 };
 

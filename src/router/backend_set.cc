@@ -18,17 +18,36 @@ std::shared_ptr<const BackendList> EmptyList(std::shared_ptr<LoadScope> scope) {
   return list;
 }
 
-// The config's endpoints[] entries by address (validated: unique), as views
-// into `config`.
-absl::flat_hash_map<std::string_view, const EndpointConfig*> EndpointsByAddress(
-    const Config& config) {
-  absl::flat_hash_map<std::string_view, const EndpointConfig*> endpoints;
-  endpoints.reserve(config.endpoints.size());
-  for (const EndpointConfig& e : config.endpoints) {
-    endpoints.emplace(e.address, &e);
+// The config's endpoints[] entries, as views into `config`: those with an
+// address by it, those without by their identity (validated: each unique).
+struct EndpointIndex {
+  explicit EndpointIndex(const Config& config) {
+    for (const EndpointConfig& e : config.endpoints) {
+      if (e.address.has_value()) {
+        by_address.emplace(*e.address, &e);
+      } else if (e.identity.has_value()) {
+        by_identity.emplace(*e.identity, &e);
+      }
+    }
   }
-  return endpoints;
-}
+  // B2: the entry naming `entry`'s address, else the identity-only entry
+  // naming the identity the resolver gave it (or its address text).
+  const EndpointConfig* For(const ResolverEntry& entry) const {
+    if (const auto it = by_address.find(entry.address);
+        it != by_address.end()) {
+      return it->second;
+    }
+    if (by_identity.empty()) return nullptr;
+    const std::string_view identity =
+        entry.identity.has_value() && !entry.identity->empty()
+            ? std::string_view(*entry.identity)
+            : std::string_view(entry.address);
+    const auto it = by_identity.find(identity);
+    return it != by_identity.end() ? it->second : nullptr;
+  }
+  absl::flat_hash_map<std::string_view, const EndpointConfig*> by_address;
+  absl::flat_hash_map<std::string_view, const EndpointConfig*> by_identity;
+};
 
 // B2: the endpoints[] entry's identity, else the entry's identity attribute
 // (when not empty), else the address text.
@@ -151,7 +170,7 @@ absl::flat_hash_set<std::string_view> BackendSet::ListEntries(
     BackendList& next, UpdateReport& report) {
   // Every lookup below is by string_view into `entries`, `config` or the
   // previous list, all alive until the update ends.
-  const auto endpoints = EndpointsByAddress(config);
+  const EndpointIndex endpoints(config);
   const PreviousPositions positions(previous, same_scope);
   next.backends.reserve(entries.size());
   absl::flat_hash_set<std::string_view> addresses;
@@ -165,9 +184,7 @@ absl::flat_hash_set<std::string_view> BackendSet::ListEntries(
       ++report.duplicate_addresses;
       continue;
     }
-    const auto endpoint_it = endpoints.find(entry.address);
-    const EndpointConfig* endpoint =
-        endpoint_it != endpoints.end() ? endpoint_it->second : nullptr;
+    const EndpointConfig* endpoint = endpoints.For(entry);
     const std::string_view identity = IdentityOf(entry, endpoint);  // B2
     // B3. One backend per identity.
     if (identities.contains(identity)) {

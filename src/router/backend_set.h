@@ -123,12 +123,15 @@ struct BackendList {
 //
 // Resolution, per resolver entry, in resolver order:
 //   B1. an address already listed is dropped (the first occurrence wins);
-//   B2. identity: the endpoints[] entry's identity for the address, else the
-//       entry's identity attribute (when not empty), else the address text;
+//   B2. the backend's endpoints[] entry is the one with its address, else
+//       the one without an address whose identity is the entry's identity
+//       attribute (when not empty), else its address text; its identity:
+//       the endpoints[] entry's identity, else the identity attribute (when
+//       not empty), else the address text;
 //   B3. an identity already listed is dropped (one backend per identity, the
 //       first wins: two backends hashed as one would split one owner's keys
 //       between them by list position);
-//   B4. weight: the endpoints[] entry's weight for the address, else the
+//   B4. weight: the backend's endpoints[] entry's weight, else the
 //       entry's weight attribute (when above 0), else defaultWeight.
 // Each step is a hash-map lookup: an update is linear in the entries.
 //

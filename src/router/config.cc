@@ -111,10 +111,37 @@ bool IsValidHeaderName(std::string_view name) {
   });
 }
 
+// Metadata keys a gRPC 1.51 pick never sees with the application's value:
+// the transport sets them after the pick (over whatever the application
+// set), or gRPC keeps them for its own load-balancing protocols.
+struct HiddenHeader {
+  const char* name;
+  const char* why;
+};
+constexpr HiddenHeader kHiddenHeaders[] = {
+    {"user-agent", "gRPC's transport sets it after the pick"},
+    {"content-type", "gRPC's transport sets it after the pick"},
+    {"te", "gRPC's transport sets it after the pick"},
+    {"host", "gRPC's transport keeps it out of the pick (it sends :authority)"},
+    {"endpoint-load-metrics-bin", "it is the backends' ORCA load report"},
+    {"lb-token", "gRPC's grpclb policy owns it"},
+    {"lb-cost-bin", "gRPC's grpclb policy owns it"},
+    {"grpclb_client_stats", "gRPC's grpclb policy owns it"},
+};
+
 void CheckEndpoint(EndpointConfig& endpoint, const std::string& field,
                    std::vector<ConfigError>& errors) {
-  std::optional<std::string> address = NormalizeAddress(endpoint.address);
-  if (address.has_value()) {
+  if (!endpoint.address.has_value()) {
+    if (!endpoint.identity.has_value()) {
+      errors.push_back(
+          {absl::StrCat(field, ".address"),
+           "missing: an entry needs an address (an IP literal with a port) or "
+           "an identity (matched against the resolver's identities, like a "
+           "poise-dns host:port)"});
+    }
+  } else if (std::optional<std::string> address =
+                 NormalizeAddress(*endpoint.address);
+             address.has_value()) {
     endpoint.address = std::move(*address);
   } else {
     errors.push_back({absl::StrCat(field, ".address"),
@@ -141,14 +168,20 @@ void CheckEndpointsUnique(const std::vector<EndpointConfig>& endpoints,
   for (size_t i = 0; i < endpoints.size(); ++i) {
     const EndpointConfig& endpoint = endpoints[i];
     const std::string field = absl::StrCat("endpoints[", i, "]");
-    const auto address = addresses.emplace(endpoint.address, i);
-    if (!address.second) {
-      errors.push_back({absl::StrCat(field, ".address"),
-                        absl::StrCat("duplicate of endpoints[",
-                                     address.first->second, "]")});
+    if (endpoint.address.has_value()) {
+      const auto address = addresses.emplace(*endpoint.address, i);
+      if (!address.second) {
+        errors.push_back({absl::StrCat(field, ".address"),
+                          absl::StrCat("duplicate of endpoints[",
+                                       address.first->second, "]")});
+      }
+    }
+    // Without either, C5 reported the entry.
+    if (!endpoint.address.has_value() && !endpoint.identity.has_value()) {
+      continue;
     }
     const std::string_view identity =
-        endpoint.identity.has_value() ? *endpoint.identity : endpoint.address;
+        endpoint.identity.has_value() ? *endpoint.identity : *endpoint.address;
     const auto id = identities.emplace(identity, i);
     if (!id.second) {
       errors.push_back(
@@ -182,11 +215,8 @@ void CheckServerLoad(const ServerLoadConfig& load,
     errors.push_back({"serverLoad.outOfBandInterval", kOutOfBandIntervalRule});
   }
   const absl::Duration age = load.max_report_age;
-  if (age <= absl::ZeroDuration()) {
-    errors.push_back({"serverLoad.maxReportAge", "must be longer than 0s"});
-  } else if (age > Limits::kMaxDuration) {
-    errors.push_back(
-        {"serverLoad.maxReportAge", "must be at most 3600s (1 h)"});
+  if (age <= absl::ZeroDuration() || age > Limits::kMaxDuration) {
+    errors.push_back({"serverLoad.maxReportAge", kMaxReportAgeRule});
   } else if (interval_valid && interval != absl::ZeroDuration() &&
              age <= interval) {
     errors.push_back({"serverLoad.maxReportAge",
@@ -221,6 +251,79 @@ std::optional<LoadScopeKind> ParseLoadScope(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// `field` with each [index] emptied: "endpoints[7].address" is of the kind
+// "endpoints[].address".
+std::string KindOf(std::string_view field) {
+  std::string kind;
+  kind.reserve(field.size());
+  bool in_index = false;
+  for (const char c : field) {
+    if (c == ']') in_index = false;
+    if (!in_index) kind.push_back(c);
+    if (c == '[') in_index = true;
+  }
+  return kind;
+}
+
+// Keeps the first kMaxErrorsPerKind errors of each kind and reports the
+// rest of the kind as one count, on the field the kind's list belongs to:
+// 100,000 duplicate endpoints make a short message, not megabytes.
+void KeepFirstOfEachKind(std::vector<ConfigError>& errors) {
+  absl::flat_hash_map<std::string, size_t> count;
+  std::vector<std::string> kinds;  // in order of first appearance
+  std::vector<ConfigError> kept;
+  for (ConfigError& e : errors) {
+    std::string kind = KindOf(e.field);
+    size_t& n = count[kind];
+    if (n++ == 0) kinds.push_back(std::move(kind));
+    if (n <= kMaxErrorsPerKind) kept.push_back(std::move(e));
+  }
+  for (const std::string& kind : kinds) {
+    const size_t n = count[kind];
+    if (n <= kMaxErrorsPerKind) continue;
+    kept.push_back(
+        {kind.substr(0, kind.find('[')),
+         absl::StrCat(n - kMaxErrorsPerKind, " more errors on ", kind,
+                      " (the first ", kMaxErrorsPerKind, " are listed)")});
+  }
+  errors = std::move(kept);
+}
+
+}  // namespace
+
+std::optional<absl::Duration> ParseDuration(std::string_view text) {
+  constexpr int64_t kMaxSeconds = 315'576'000'000;  // google.protobuf.Duration
+  const auto all_digits = [](std::string_view digits) {
+    return !digits.empty() &&
+           std::all_of(digits.begin(), digits.end(),
+                       [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (text.empty() || text.back() != 's') return std::nullopt;
+  text.remove_suffix(1);
+  const bool negative = !text.empty() && text.front() == '-';
+  if (negative) text.remove_prefix(1);
+  const size_t dot = text.find('.');
+  const std::string_view whole = text.substr(0, dot);
+  const std::string_view fraction =
+      dot == std::string_view::npos ? std::string_view() : text.substr(dot + 1);
+  if (!all_digits(whole) || whole.size() > 12 ||
+      (dot != std::string_view::npos &&
+       (!all_digits(fraction) || fraction.size() > 9))) {
+    return std::nullopt;
+  }
+  int64_t seconds = 0;
+  for (const char c : whole) seconds = seconds * 10 + (c - '0');
+  if (seconds > kMaxSeconds) return std::nullopt;
+  int64_t nanos = 0;
+  for (size_t i = 0; i < 9; ++i) {
+    nanos = nanos * 10 + (i < fraction.size() ? fraction[i] - '0' : 0);
+  }
+  const absl::Duration d = absl::Seconds(seconds) + absl::Nanoseconds(nanos);
+  return negative ? -d : d;
+}
+
 std::optional<std::string> NormalizeAddress(std::string_view text) {
   // gRPC's parsers read the host as a C string; a NUL would cut it short.
   if (text.empty() || text.find('\0') != std::string_view::npos) {
@@ -239,6 +342,15 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
   } else if (absl::StartsWith(config.hash_header, "grpc-")) {
     errors.push_back(
         {"hashHeader", "keys starting with \"grpc-\" are reserved by gRPC"});
+  } else {
+    for (const HiddenHeader& hidden : kHiddenHeaders) {
+      if (config.hash_header == hidden.name) {
+        errors.push_back(
+            {"hashHeader",
+             absl::StrCat("\"", hidden.name,
+                          "\" is not visible to the pick: ", hidden.why)});
+      }
+    }
   }
   // C2. balanceFactorPercent.
   if (config.balance_factor_percent < 100) {
@@ -269,10 +381,9 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
   // C7. slowStart.
   if (config.slow_start.has_value()) {
     const SlowStartConfig& slow = *config.slow_start;
-    if (slow.window <= absl::ZeroDuration()) {
-      errors.push_back({"slowStart.window", "must be longer than 0s"});
-    } else if (slow.window > SlowStartConfig::kMaxWindow) {
-      errors.push_back({"slowStart.window", "must be at most 3600s (1 h)"});
+    if (slow.window <= absl::ZeroDuration() ||
+        slow.window > SlowStartConfig::kMaxWindow) {
+      errors.push_back({"slowStart.window", kWindowRule});
     }
     if (slow.min_weight_percent < 1 || slow.min_weight_percent > 100) {
       errors.push_back(
@@ -289,6 +400,7 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
       CheckServerLoad(*config.server_load, errors);
     }
   }
+  KeepFirstOfEachKind(errors);
   return errors;
 }
 

@@ -54,9 +54,14 @@ std::optional<LoadScopeKind> ParseLoadScope(std::string_view name);
 // The rule a spelling ParseLoadScope refuses breaks, for "loadScope".
 inline constexpr char kLoadScopeRule[] = R"(must be "CHANNEL" or "PROCESS")";
 
-// One endpoints[] entry: settings for the resolved address it names.
+// One endpoints[] entry: settings for the resolved backend it names, by its
+// address, or (no address) by its identity, which then matches the identity
+// the backend gets from the resolver (a poise-dns "host:port", a poise-srv
+// "target:port") or its address text.
 struct EndpointConfig {
-  std::string address;  // normalised by NormalizeAndValidate (NormalizeAddress)
+  // Normalised by NormalizeAndValidate (NormalizeAddress); nullopt: matched
+  // by `identity`, which is then required.
+  std::optional<std::string> address;
   std::optional<uint32_t> weight;
   std::optional<std::string> identity;
 };
@@ -95,10 +100,29 @@ struct ServerLoadConfig {
   absl::Duration max_report_age = absl::Seconds(1);
   bool operator==(const ServerLoadConfig& other) const;  // all fields
 };
-// The rule serverLoad.outOfBandInterval breaks (C8), also for a value gRPC's
-// Duration (whole milliseconds) would read as 0.
+// The duration fields' rules (C7, C8): broken by a value out of range and by
+// text that is not a duration, so both errors state the limits.
+inline constexpr char kWindowRule[] =
+    "must be a duration in seconds with an s suffix (like \"60s\"), longer "
+    "than 0s and at most 3600s (1 h)";
 inline constexpr char kOutOfBandIntervalRule[] =
-    "must be 0s (per-call reports only) or between 0.01s and 3600s (1 h)";
+    "must be a duration in seconds with an s suffix: 0s (per-call reports "
+    "only) or between 0.01s and 3600s (1 h)";
+inline constexpr char kMaxReportAgeRule[] =
+    "must be a duration in seconds with an s suffix (like \"1s\"), longer "
+    "than 0s and at most 3600s (1 h)";
+
+// NormalizeAndValidate lists at most this many errors of one kind (one field
+// of every list entry, say endpoints[].address) and counts the rest in one
+// more error on the list ("endpoints").
+inline constexpr size_t kMaxErrorsPerKind = 10;
+
+// A duration in the JSON form of google.protobuf.Duration: an optional '-',
+// whole seconds (at most 315,576,000,000), an optional '.' with 1 to 9
+// digits, and 's' ("60s", "0.25s", "-1.000000001s"); exact to the
+// nanosecond, so a limit holds for every value (gRPC's own parse keeps whole
+// milliseconds). nullopt for anything else ("2h", "1e3s", "60").
+std::optional<absl::Duration> ParseDuration(std::string_view text);
 
 struct Config {
   static constexpr uint32_t kDefaultBalanceFactorPercent = 150;
@@ -116,9 +140,11 @@ struct Config {
   std::optional<ServerLoadConfig> server_load;  // nullopt: off
 
   // Whether calls hold an in-flight slot: the bounded policy reads the loads,
-  // a hard limit counts against them.
+  // a hard limit counts against them, and a process scope counts every
+  // channel's calls, weighted ones too, for the bounded channels sharing it.
   bool tracks_load() const {
-    return bounded || max_in_flight_per_backend.has_value();
+    return bounded || max_in_flight_per_backend.has_value() ||
+           load_scope == LoadScopeKind::kProcess;
   }
 };
 

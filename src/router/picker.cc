@@ -104,6 +104,22 @@ Picker::Picker(std::shared_ptr<const Config> config,
   }
 }
 
+Picker::Inputs Picker::InputsNow() const {
+  Inputs inputs;
+  const int64_t now_ns = FleetNowNs();
+  const std::vector<Candidate>& ready = ready_.candidates();
+  for (size_t i = 0; i < ready.size(); ++i) {
+    const std::string_view identity = ready[i].identity;
+    if (ready[i].eligible) {
+      inputs.ready.push_back(
+          {std::string(identity), ready[i].weight, LoadOf(i, now_ns)});
+    } else {
+      inputs.not_ready.emplace_back(identity);
+    }
+  }
+  return inputs;
+}
+
 // ---------------------------------------------------------------------------
 // The hot paths: a keyed pick with every backend settled (none pending).
 

@@ -21,6 +21,7 @@
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
 #include "src/router/connectivity.h"
+#include "src/router/explain.h"
 #include "src/router/fleet_load.h"
 #include "src/router/stats_registry.h"
 
@@ -144,6 +145,17 @@ class Picker final {
   PickOutcome Pick(const PickRequest& request) const;
 
   const std::vector<ListedBackend>& backends() const { return list_->backends; }
+
+  // What a pick weighs now, for ExplainKey: the READY backends with the
+  // weights routing uses (slow start's included) and the loads a pick reads
+  // (the load scope's counts; under serverLoad the fleet's estimates); and
+  // the identities of the backends that are not READY.
+  struct Inputs {
+    std::vector<ExplainedBackend> ready;
+    std::vector<std::string> not_ready;
+  };
+  Inputs InputsNow() const;
+  uint32_t factor_percent() const { return config_->balance_factor_percent; }
 
  private:
   // The list as candidates: every backend eligible, or only the READY ones.

@@ -84,15 +84,32 @@ void RegisterPolicyStats(const std::shared_ptr<PolicyStats>& stats) {
   entries.push_back(stats);
 }
 
-std::vector<grpc_lb::ChannelStats> SnapshotAllPolicies() {
+namespace {
+
+// Every registered instance still alive.
+std::vector<std::shared_ptr<PolicyStats>> LivePolicies() {
   std::vector<std::shared_ptr<PolicyStats>> live;
-  {
-    Registry& registry = GetRegistry();
-    std::lock_guard<std::mutex> lock(registry.mu);
-    for (const auto& entry : registry.entries) {
-      if (auto stats = entry.lock()) live.push_back(std::move(stats));
-    }
+  Registry& registry = GetRegistry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  for (const auto& entry : registry.entries) {
+    if (auto stats = entry.lock()) live.push_back(std::move(stats));
   }
+  return live;
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<PolicyStats>> PoliciesLabelled(
+    std::string_view label) {
+  std::vector<std::shared_ptr<PolicyStats>> out;
+  for (std::shared_ptr<PolicyStats>& stats : LivePolicies()) {
+    if (stats->label() == label) out.push_back(std::move(stats));
+  }
+  return out;
+}
+
+std::vector<grpc_lb::ChannelStats> SnapshotAllPolicies() {
+  const std::vector<std::shared_ptr<PolicyStats>> live = LivePolicies();
   std::vector<grpc_lb::ChannelStats> out;
   out.reserve(live.size());
   for (const auto& stats : live) out.push_back(stats->Snapshot());

@@ -9,12 +9,15 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "poise/grpc_lb.h"
 #include "src/router/backend_set.h"
 
 namespace poise::router {
+
+class Picker;
 
 // One policy instance's counters and current backend list.
 class PolicyStats final {
@@ -51,6 +54,19 @@ class PolicyStats final {
 
   grpc_lb::ChannelStats Snapshot() const;
 
+  // The channel's current picker, for ExplainKey: held weakly (the picker
+  // holds these stats), so it is null once gRPC drops the picker.
+  void SetPicker(std::weak_ptr<const Picker> picker) {
+    std::lock_guard<std::mutex> lock(mu_);
+    picker_ = std::move(picker);
+  }
+  std::shared_ptr<const Picker> picker() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return picker_.lock();
+  }
+  const std::string& label() const { return label_; }
+  const std::string& policy() const { return policy_; }
+
  private:
   const std::string label_;
   const std::string policy_;
@@ -58,6 +74,7 @@ class PolicyStats final {
   std::shared_ptr<const BackendList> backends_;
   std::vector<uint32_t> effective_weights_;
   uint32_t weight_scale_ = 1;
+  std::weak_ptr<const Picker> picker_;
 };
 
 // Registers `stats` until it is destroyed (the registry keeps weak pointers).
@@ -65,6 +82,10 @@ void RegisterPolicyStats(const std::shared_ptr<PolicyStats>& stats);
 
 // A snapshot of every registered instance that is still alive.
 std::vector<grpc_lb::ChannelStats> SnapshotAllPolicies();
+
+// Every registered instance still alive whose label is `label`.
+std::vector<std::shared_ptr<PolicyStats>> PoliciesLabelled(
+    std::string_view label);
 
 }  // namespace poise::router
 

@@ -13,8 +13,14 @@ if [[ $mode == pkgconfig ]]; then
   pc_dir=$(dirname "$(find "$work/prefix" -name poise.pc -print -quit)")
   [[ -f $pc_dir/poise.pc ]] || { echo "no poise.pc installed under $work/prefix" >&2; exit 1; }
   export PKG_CONFIG_PATH=$pc_dir
-  # shellcheck disable=SC2046 # word splitting of the flags is intended
-  c++ $(pkg-config --cflags poise) "$source/test/consumer/pkgconfig_main.cc" \
+  cflags=$(pkg-config --cflags poise)
+  # The language level is the consumer's: a C++20 build gets no -std=c++17.
+  if [[ " $cflags " == *" -std="* ]]; then
+    echo "poise.pc forces a language level: $cflags" >&2
+    exit 1
+  fi
+  # shellcheck disable=SC2086 # word splitting of the flags is intended
+  c++ -std=c++20 $cflags "$source/test/consumer/pkgconfig_main.cc" \
     -o "$work/consumer" $(pkg-config --libs poise)
   "$work/consumer"
   exit 0

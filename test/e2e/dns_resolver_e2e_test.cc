@@ -10,10 +10,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -433,7 +436,219 @@ TEST(DnsResolverE2e, BadTargetsNameThePart) {
   EXPECT_TRUE(
       grpc_lb::ValidateTarget("poise-srv://127.0.0.1:5353/_grpc._tcp.w.t")
           .ok());
-  EXPECT_FALSE(grpc_lb::ValidateTarget("dns:///a.test:1").ok());
+}
+
+// endpoints[] entries by identity alone give DNS-named backends weights that
+// follow the name, whatever address it resolves to.
+TEST(DnsResolverE2e, EndpointsByIdentityWeighDnsNamedBackends) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(2);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  const std::string label = "dns-identity-weights";
+  Client client(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      LbConfig("weighted_rendezvous",
+               absl::StrCat(R"("endpoints":[{"identity":")", pods[1].identity(),
+                            R"(","weight":3}])")),
+      label, FastRefresh(300));
+  std::vector<Candidate> candidates;
+  const std::string ids[2] = {pods[0].identity(), pods[1].identity()};
+  candidates.push_back({ids[0], 1, true});
+  candidates.push_back({ids[1], 3, true});
+  std::map<std::string, std::string> predicted;
+  for (int k = 0; k < kKeys; ++k) {
+    const std::string key = absl::StrCat("key-", k);
+    predicted[key] =
+        pods[WeightedRendezvous::Pick(key, candidates).value()].backend->id();
+  }
+  ASSERT_TRUE(ServesPrediction(client, predicted));
+  for (const grpc_lb::BackendStats& b : StatsFor(label).backends) {
+    EXPECT_EQ(b.weight, b.identity == ids[1] ? 3u : 1u) << b.identity;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// TLS: certificates made at test time with openssl
+
+// A CA and one server certificate for `names` (subjectAltName DNS entries),
+// in a folder of their own; empty pems when openssl fails.
+struct TestPki {
+  std::string ca_pem;
+  std::string key_pem;
+  std::string cert_pem;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TestPki MakePki(const std::string& names) {
+  char dir_template[] = "/tmp/poise-tls-XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) return {};
+  const std::string d(dir);
+  {
+    std::ofstream ext(d + "/ext.cnf");
+    ext << "subjectAltName=" << names << "\n";
+  }
+  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 ";
+  const std::string commands = absl::StrCat(
+      "cd ", d, " && openssl req -x509", ec,
+      "-nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=poise-test-ca",
+      " && openssl req", ec,
+      "-nodes -keyout server.key -out server.csr -subj /CN=poise-test-server",
+      " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key",
+      " -CAcreateserial -out server.pem -days 2 -extfile ext.cnf",
+      " >openssl.log 2>&1");
+  TestPki pki;
+  if (std::system(commands.c_str()) == 0) {
+    pki.ca_pem = ReadFile(d + "/ca.pem");
+    pki.key_pem = ReadFile(d + "/server.key");
+    pki.cert_pem = ReadFile(d + "/server.pem");
+  } else {
+    ADD_FAILURE() << "openssl: " << ReadFile(d + "/openssl.log");
+  }
+  std::system(absl::StrCat("rm -rf ", d).c_str());
+  return pki;
+}
+
+// Pods web-0, web-1 serving TLS with `pki`'s certificate.
+std::vector<Pod> StartTlsPods(const TestPki& pki) {
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({pki.key_pem, pki.cert_pem});
+  const auto credentials = grpc::SslServerCredentials(options);
+  std::vector<Pod> pods;
+  for (int i = 0; i < 2; ++i) {
+    Pod pod{absl::StrCat("web-", i, ".web.test"),
+            std::make_unique<Backend>(absl::StrCat("web-", i), kHeader)};
+    pod.backend->set_credentials(credentials);
+    const absl::Status started =
+        pod.backend->StartOn(absl::StrCat("127.0.0.", 2 + i));
+    EXPECT_TRUE(started.ok()) << started;
+    pods.push_back(std::move(pod));
+  }
+  return pods;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> TrustingCa(const TestPki& pki) {
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = pki.ca_pem;
+  return grpc::SslCredentials(options);
+}
+
+// A StatefulSet's pods behind a headless Service, with one certificate for
+// the Service's name and a wildcard of its domain (docs/dns.md, TLS): the
+// channel's authority is the service name (poise-srv) or the first pod's
+// name (poise-dns), both on the certificate, and keys route as without TLS.
+TEST(DnsResolverE2e, TlsChecksTheServiceOrFirstPodName) {
+  POISE_REQUIRE_DNSMASQ();
+  const TestPki pki = MakePki("DNS:web.test,DNS:*.web.test");
+  ASSERT_FALSE(pki.ca_pem.empty());
+  std::vector<Pod> pods = StartTlsPods(pki);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  const auto predicted = Predict(pods);
+  const std::string targets[] = {
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      DnsTarget(dns, pods)};
+  for (int t = 0; t < 2; ++t) {
+    Client client(targets[t], LbConfig("weighted_rendezvous"),
+                  absl::StrCat("tls-", t), FastRefresh(300), TrustingCa(pki));
+    EXPECT_TRUE(ServesPrediction(client, predicted)) << targets[t];
+    grpc::ClientContext context;
+    context.AddMetadata(kHeader, "key-1");
+    example::EchoRequest request;
+    example::EchoReply reply;
+    ASSERT_TRUE(client.stub().Echo(&context, request, &reply).ok());
+    const std::shared_ptr<const grpc::AuthContext> auth =
+        context.auth_context();
+    ASSERT_NE(auth, nullptr);
+    EXPECT_TRUE(auth->IsPeerAuthenticated()) << targets[t];
+  }
+}
+
+// A certificate for the Service's name alone: poise-srv's authority is on
+// it; poise-dns's (the first pod's name) is not, and its handshakes fail
+// until the channel names the service with grpc.default_authority.
+TEST(DnsResolverE2e, TlsWithOnlyTheServiceNameNeedsTheAuthorityForPoiseDns) {
+  POISE_REQUIRE_DNSMASQ();
+  const TestPki pki = MakePki("DNS:web.test");
+  ASSERT_FALSE(pki.ca_pem.empty());
+  std::vector<Pod> pods = StartTlsPods(pki);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  const auto predicted = Predict(pods);
+  Client srv(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      LbConfig("weighted_rendezvous"), "tls-srv-only", FastRefresh(300),
+      TrustingCa(pki));
+  EXPECT_TRUE(ServesPrediction(srv, predicted));
+  {
+    Client named(DnsTarget(dns, pods), LbConfig("weighted_rendezvous"),
+                 "tls-dns-first-pod", FastRefresh(300), TrustingCa(pki));
+    CallOptions options;
+    options.wait_for_ready = false;
+    options.deadline = std::chrono::seconds(2);
+    EXPECT_EQ(named.Call("key-1", options).status.error_code(),
+              grpc::StatusCode::UNAVAILABLE);
+  }
+  grpc::ChannelArguments args = FastRefresh(300);
+  args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, "web.test");
+  Client overridden(DnsTarget(dns, pods), LbConfig("weighted_rendezvous"),
+                    "tls-dns-authority", args, TrustingCa(pki));
+  EXPECT_TRUE(ServesPrediction(overridden, predicted));
+}
+
+// Other schemes are checked by gRPC's resolver for them, as a channel is.
+TEST(DnsResolverE2e, OtherSchemesAreCheckedByTheirResolver) {
+  for (const char* target : {"dns:///a.test:1", "ipv4:127.0.0.1:1,127.0.0.2:2",
+                             "a.test:443", "unix:/tmp/poise.sock"}) {
+    EXPECT_TRUE(grpc_lb::ValidateTarget(target).ok()) << target;
+  }
+  for (const char* target : {"ipv4:a.test:1", "ipv6:1.2.3.4:5"}) {
+    const absl::Status status = grpc_lb::ValidateTarget(target);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << target;
+    EXPECT_NE(status.message().find("no resolver of gRPC accepts it"),
+              std::string::npos)
+        << status;
+  }
+}
+
+// ValidateTarget reads a target as the channel does: percent-encoded parts
+// are decoded and a query is ignored, and the channel serves every one of
+// these targets as the plain one.
+TEST(DnsResolverE2e, PercentEncodedAndQueriedTargetsAreServedAndValid) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(2);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, true)));
+  std::string encoded_authority = dns.authority();
+  const size_t colon = encoded_authority.rfind(':');
+  ASSERT_NE(colon, std::string::npos);
+  encoded_authority.replace(colon, 1, "%3A");
+  const std::string names =
+      absl::StrCat(pods[0].identity(), ",", pods[1].identity());
+  const std::string encoded_names = absl::StrCat(
+      "web%2D0.web.test:", pods[0].backend->port(), ",", pods[1].identity());
+  const auto predicted = Predict(pods);
+  int i = 0;
+  for (const std::string& target : {
+           absl::StrCat("poise-dns://", dns.authority(), "/", encoded_names),
+           absl::StrCat("poise-dns://", encoded_authority, "/", names),
+           absl::StrCat("poise-dns://", dns.authority(), "/", names, "?x=1"),
+           absl::StrCat("poise-srv://", dns.authority(),
+                        "/_grpc._tcp.web%2Etest"),
+       }) {
+    EXPECT_TRUE(grpc_lb::ValidateTarget(target).ok())
+        << target << ": " << grpc_lb::ValidateTarget(target);
+    Client client(target, LbConfig("weighted_rendezvous"),
+                  absl::StrCat("encoded-", i++));
+    EXPECT_TRUE(ServesPrediction(client, predicted)) << target;
+  }
 }
 
 }  // namespace

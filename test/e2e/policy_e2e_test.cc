@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -258,6 +259,108 @@ TEST(PolicyE2E, StoppingABackendMovesOnlyItsKeysAndRestartingMovesThemBack) {
   }
 }
 
+// ExplainKey on a live channel: the key's owner and order over its READY
+// backends, as the channel routes it; a stopped backend is listed as not
+// READY and its keys' answer moves with the channel's.
+TEST(PolicyE2E, ExplainKeyAnswersForTheLiveChannel) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(3, kHeader).ok());
+  Client c(set.target(), LbConfig("bounded_load_rendezvous"), "explain-live");
+  ASSERT_TRUE(WarmUp(c, set));
+  std::vector<std::string> ids;
+  const auto candidates = Candidates(set, &ids);
+  for (int k = 0; k < 20; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    const absl::StatusOr<std::string> json = ExplainKey("explain-live", key);
+    ASSERT_TRUE(json.ok()) << json.status();
+    const size_t owner = WeightedRendezvous::Pick(key, candidates).value();
+    EXPECT_NE(json->find(absl::StrCat("\"affinity\":\"", ids[owner], "\"")),
+              std::string::npos)
+        << *json;
+    EXPECT_NE(json->find("\"channel\":\"explain-live\",\"policy\":"
+                         "\"bounded_load_rendezvous\",\"not_ready\":[]"),
+              std::string::npos)
+        << *json;
+    EXPECT_EQ(Served(c, key), set.backend(owner).id());
+  }
+  // user-0's owner stops: it is not READY, and the answer is the next choice.
+  const size_t owner = WeightedRendezvous::Pick("user-0", candidates).value();
+  set.backend(owner).Stop();
+  ASSERT_TRUE(WaitFor([&] {
+    const absl::StatusOr<std::string> json =
+        ExplainKey("explain-live", "user-0");
+    return json.ok() && json->find(absl::StrCat("\"not_ready\":[\"", ids[owner],
+                                                "\"]")) != std::string::npos;
+  }));
+  const absl::StatusOr<std::string> json = ExplainKey("explain-live", "user-0");
+  ASSERT_TRUE(json.ok());
+  const std::string served = Served(c, "user-0");
+  const auto index = static_cast<size_t>(set.IndexOf(served));
+  EXPECT_NE(json->find(absl::StrCat("\"affinity\":\"", ids[index], "\"")),
+            std::string::npos)
+      << *json << " served by " << served;
+  EXPECT_EQ(ExplainKey("no-such-label", "k").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// Client-side health checking (the README's healthCheckConfig example): a
+// backend that turns NOT_SERVING passes its keys to their next choice and
+// no other key moves; SERVING again, its keys come back.
+TEST(PolicyE2E, HealthCheckConfigPassesANotServingBackendsKeysOn) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(4, kHeader).ok());
+  const std::string config =
+      R"({"healthCheckConfig": {"serviceName": ""},
+          "loadBalancingConfig": [{"bounded_load_rendezvous": {
+            "hashHeader": "x-session-id"}}]})";
+  ASSERT_TRUE(ValidateServiceConfig(config).ok());
+  Client c(set.target(), config, "health");
+  ASSERT_TRUE(WarmUp(c, set));
+  std::vector<std::string> ids;
+  std::vector<Candidate> candidates = Candidates(set, &ids);
+  std::map<std::string, std::string> before;
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    before[key] = Served(c, key);
+    ASSERT_EQ(
+        before[key],
+        set.backend(WeightedRendezvous::Pick(key, candidates).value()).id());
+  }
+  set.backend(1).set_serving(false);
+  candidates[1].eligible = false;
+  ASSERT_TRUE(WaitFor([&] {
+    return Served(c, "user-0") ==
+           set.backend(WeightedRendezvous::Pick("user-0", candidates).value())
+               .id();
+  }));
+  ASSERT_TRUE(WaitFor([&] {
+    for (const auto& [key, by] : before) {
+      if (by == set.backend(1).id() && Served(c, key) == by) return false;
+    }
+    return true;
+  }));
+  int moved = 0;
+  for (const auto& [key, by] : before) {
+    const std::string now = Served(c, key);
+    const std::string next =
+        set.backend(WeightedRendezvous::Pick(key, candidates).value()).id();
+    EXPECT_EQ(now, next) << key;
+    if (by == set.backend(1).id()) {
+      ++moved;
+    } else {
+      EXPECT_EQ(now, by) << key << " moved though its owner is SERVING";
+    }
+  }
+  EXPECT_GT(moved, 0);
+  set.backend(1).set_serving(true);
+  ASSERT_TRUE(WaitFor([&] {
+    for (const auto& [key, by] : before) {
+      if (Served(c, key) != by) return false;
+    }
+    return true;
+  }));
+}
+
 TEST(PolicyE2E, InvalidConfigIsReportedWithTheField) {
   const absl::Status status = ValidateServiceConfig(
       LbConfig("bounded_load_rendezvous", R"("balanceFactorPercent":99)"));
@@ -265,6 +368,72 @@ TEST(PolicyE2E, InvalidConfigIsReportedWithTheField) {
   EXPECT_NE(status.message().find("field:balanceFactorPercent"),
             std::string::npos)
       << status;
+}
+
+// Adds the routing key as call credentials would (a per-tenant token plugin,
+// say): gRPC 1.51 runs the plugin after the pick.
+class TenantCredentials : public grpc::MetadataCredentialsPlugin {
+ public:
+  explicit TenantCredentials(std::string tenant) : tenant_(std::move(tenant)) {}
+  bool IsBlocking() const override { return false; }
+  grpc::Status GetMetadata(
+      grpc::string_ref /*service_url*/, grpc::string_ref /*method_name*/,
+      const grpc::AuthContext& /*channel_auth_context*/,
+      std::multimap<std::string, std::string>* metadata) override {
+    metadata->emplace("x-tenant", tenant_);
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::string tenant_;
+};
+
+// What the README says of call credentials: the header they add reaches the
+// backend but not the pick, so missingKey decides; the same key attached to
+// the call's own metadata routes it.
+TEST(PolicyE2E, AKeyAddedByCallCredentialsIsInvisibleToThePick) {
+  BackendSet set;
+  ASSERT_TRUE(set.Start(5, "x-tenant").ok());
+  const auto call = [](Client& client, bool key_in_metadata) {
+    grpc::ClientContext context;
+    context.set_credentials(grpc::experimental::MetadataCredentialsFromPlugin(
+        std::make_unique<TenantCredentials>("tenant-7"), GRPC_SECURITY_NONE));
+    if (key_in_metadata) context.AddMetadata("x-tenant", "tenant-7");
+    context.set_wait_for_ready(true);
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(20));
+    example::EchoRequest request;
+    example::EchoReply reply;
+    const grpc::Status status = client.stub().Echo(&context, request, &reply);
+    return status.ok() ? reply.backend_id()
+                       : absl::StrCat("error:", status.error_message());
+  };
+  const auto config = [](const char* missing_key) {
+    return absl::StrCat(
+        R"({"loadBalancingConfig":[{"weighted_rendezvous":{"hashHeader":"x-tenant","missingKey":")",
+        missing_key, R"("}}]})");
+  };
+  Client failing(set.target(), config("FAIL"), "creds-fail");
+  EXPECT_EQ(call(failing, false),
+            "error:poise: the call has no \"x-tenant\" header and missingKey "
+            "is FAIL");
+  Client random(set.target(), config("RANDOM"), "creds-random");
+  std::set<std::string> served;
+  for (int i = 0; i < 40; ++i) served.insert(call(random, false));
+  EXPECT_GT(served.size(), 1u) << "one tenant spread over the backends";
+  // The header was on the wire all along: the backends saw the tenant.
+  size_t saw_tenant = 0;
+  for (size_t b = 0; b < set.size(); ++b) {
+    saw_tenant += set.backend(b).keys_seen().count("tenant-7");
+  }
+  EXPECT_EQ(saw_tenant, served.size());
+  // In the call's metadata the key routes: every call to the owner.
+  std::vector<std::string> ids;
+  const auto candidates = Candidates(set, &ids);
+  const std::string owner =
+      set.backend(WeightedRendezvous::Pick("tenant-7", candidates).value())
+          .id();
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(call(random, true), owner);
 }
 
 // serverLoad: the backends' ORCA reports (poise::server in the example

@@ -84,7 +84,7 @@ TEST(RendezvousConfig, EachRuleNamesItsField) {
       {R"({"hashHeader":"k","endpoints":[{"address":"db.local:80"}]})",
        "field:endpoints[0].address error:must be an IP literal"},
       {R"({"hashHeader":"k","endpoints":[{"weight":2}]})",
-       "field:endpoints[0].address error:field not present"},
+       "field:endpoints[0].address error:missing: an entry needs an address"},
       {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","port":1}]})",
        "field:endpoints[0].port error:unknown field"},
       {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80"},{"address":"10.0.0.1:80"}]})",
@@ -106,7 +106,9 @@ TEST(RendezvousConfig, AcceptsEveryField) {
   EXPECT_TRUE(ParseConfig(R"([{"bounded_load_rendezvous":{
       "hashHeader":"x-session-id","balanceFactorPercent":"125",
       "endpoints":[{"address":"10.0.0.1:80","weight":3,"identity":"a"},
-                   {"address":"[2001:db8::1]:80"}],
+                   {"address":"[2001:db8::1]:80"},
+                   {"identity":"cache-0.cache.default.svc.cluster.local:50070",
+                    "weight":3}],
       "defaultWeight":2,"missingKey":"FAIL","maxInFlightPerBackend":"100"}}])")
                   .ok());
   EXPECT_TRUE(
@@ -224,6 +226,13 @@ TEST(ServerLoadConfig, FullObjectAndDefaults) {
   EXPECT_FALSE(absent->server_load.has_value());
 }
 
+constexpr char kIntervalRule[] =
+    "must be a duration in seconds with an s suffix: 0s (per-call reports "
+    "only) or between 0.01s and 3600s (1 h)";
+constexpr char kAgeRule[] =
+    "must be a duration in seconds with an s suffix (like \"1s\"), longer "
+    "than 0s and at most 3600s (1 h)";
+
 TEST(ServerLoadConfig, RejectedValuesNameTheField) {
   const std::string prefix = kBoundedPrefix;
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -236,20 +245,26 @@ TEST(ServerLoadConfig, RejectedValuesNameTheField) {
        "characters without spaces (an OrcaLoadReport.utilization key, like "
        "\"rif\")]"},
       {R"({"outOfBandInterval":"0.009s"})",
-       "[field:serverLoad.outOfBandInterval error:must be 0s (per-call reports "
-       "only) or between 0.01s and 3600s (1 h)]"},
+       "[field:serverLoad.outOfBandInterval error:must be a duration in "
+       "seconds "
+       "with an s suffix: 0s (per-call reports only) or between 0.01s and "
+       "3600s (1 h)]"},
       // Below gRPC's millisecond: not silently 0s (per-call only).
       {R"({"outOfBandInterval":"0.0005s"})",
-       "[field:serverLoad.outOfBandInterval error:must be 0s (per-call reports "
-       "only) or between 0.01s and 3600s (1 h)]"},
+       "[field:serverLoad.outOfBandInterval error:must be a duration in "
+       "seconds "
+       "with an s suffix: 0s (per-call reports only) or between 0.01s and "
+       "3600s (1 h)]"},
       // Past 1 h: our rule's message, not a parse error.
       {R"({"outOfBandInterval":"3600.001s","maxReportAge":"3600s"})",
-       "[field:serverLoad.outOfBandInterval error:must be 0s (per-call reports "
-       "only) or between 0.01s and 3600s (1 h)]"},
+       "[field:serverLoad.outOfBandInterval error:must be a duration in "
+       "seconds "
+       "with an s suffix: 0s (per-call reports only) or between 0.01s and "
+       "3600s (1 h)]"},
       {R"({"maxReportAge":"3600.001s"})",
-       "[field:serverLoad.maxReportAge error:must be at most 3600s (1 h)]"},
+       "[field:serverLoad.maxReportAge error:" + std::string(kAgeRule) + "]"},
       {R"({"outOfBandInterval":"0s","maxReportAge":"0s"})",
-       "[field:serverLoad.maxReportAge error:must be longer than 0s]"},
+       "[field:serverLoad.maxReportAge error:" + std::string(kAgeRule) + "]"},
       {R"({"maxReportAge":"0.1s"})",
        "[field:serverLoad.maxReportAge error:must be longer than "
        "outOfBandInterval (else every report expires before the next)]"},
@@ -260,10 +275,12 @@ TEST(ServerLoadConfig, RejectedValuesNameTheField) {
       {R"({"maxReportAge":1})",
        "[field:serverLoad.maxReportAge error:is not a string]"},
       {R"({"maxReportAge":"1"})",
-       "[field:serverLoad.maxReportAge error:Not a duration (no s suffix)]"},
+       "[field:serverLoad.maxReportAge error:" + std::string(kAgeRule) + "]"},
       {R"({"outOfBandInterval":"-1s"})",
-       "[field:serverLoad.outOfBandInterval error:seconds must be in the "
-       "range [0, 315576000000]]"},
+       "[field:serverLoad.outOfBandInterval error:" +
+           std::string(kIntervalRule) + "]"},
+      {R"({"maxReportAge":"2h"})",
+       "[field:serverLoad.maxReportAge error:" + std::string(kAgeRule) + "]"},
       {"true", "[field:serverLoad error:is not an object]"},
   };
   for (const auto& [server_load, expected] : cases) {

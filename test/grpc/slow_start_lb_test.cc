@@ -40,15 +40,33 @@ TEST(SlowStartConfig, AcceptedOnBothPolicies) {
   }
 }
 
+constexpr char kWindow[] =
+    "must be a duration in seconds with an s suffix (like \"60s\"), longer "
+    "than 0s and at most 3600s (1 h)";
+
 TEST(SlowStartConfig, RejectedValuesNameTheField) {
   const char* p = kWeightedRendezvousPolicy;
   const std::string prefix =
       "errors validating weighted_rendezvous LB policy config: ";
   EXPECT_EQ(ParseConfig(WithSlowStart(p, R"({"window":"0s"})")).message(),
-            prefix + "[field:slowStart.window error:must be longer than 0s]");
+            prefix + "[field:slowStart.window error:" + kWindow + "]");
   EXPECT_EQ(
       ParseConfig(WithSlowStart(p, R"({"window":"3600.001s"})")).message(),
-      prefix + "[field:slowStart.window error:must be at most 3600s (1 h)]");
+      prefix + "[field:slowStart.window error:" + kWindow + "]");
+  // Exact, not whole milliseconds: neither rounds into range.
+  for (const char* window : {"0.0009s", "3599.9999s"}) {
+    EXPECT_TRUE(ParseConfig(WithSlowStart(p, absl::StrCat(R"({"window":")",
+                                                          window, R"("})")))
+                    .ok())
+        << window;
+  }
+  for (const char* window : {"3600.0009s", "2h", "60", "-1s"}) {
+    EXPECT_EQ(ParseConfig(WithSlowStart(p, absl::StrCat(R"({"window":")",
+                                                        window, R"("})")))
+                  .message(),
+              prefix + "[field:slowStart.window error:" + kWindow + "]")
+        << window;
+  }
   EXPECT_EQ(
       ParseConfig(WithSlowStart(p, R"({"window":"1s","minWeightPercent":0})"))
           .message(),

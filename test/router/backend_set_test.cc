@@ -60,6 +60,38 @@ TEST(BackendSet, WeightIsTheEndpointsThenTheAttributeThenTheDefault) {
   EXPECT_EQ(set.backends()[1].identity, "two");
 }
 
+// An endpoints[] entry without an address names its backend by identity:
+// the resolver's identity attribute (a DNS name whose address changes), else
+// the address text. An entry with the address comes first.
+TEST(BackendSet, AnEntryWithoutAddressMatchesTheResolversIdentity) {
+  Config config = ValidConfig();
+  config.endpoints = {
+      {std::nullopt, 3, "cache-0.cache.svc:50070"},
+      {std::nullopt, 4, "10.0.0.3:80"},
+      {std::nullopt, 9, "cache-9.cache.svc:50070"},  // not resolved: unused
+      {"10.0.0.4:80", 5, {}},
+      {std::nullopt, 6, "cache-4.cache.svc:50070"},  // the address entry wins
+  };
+  ASSERT_TRUE(NormalizeAndValidate(config).empty());
+  BackendSet set;
+  set.Update({Entry("10.0.0.1:80", {}, "cache-0.cache.svc:50070"),
+              Entry("10.0.0.2:80", {}, "cache-1.cache.svc:50070"),
+              Entry("10.0.0.3:80"),
+              Entry("10.0.0.4:80", {}, "cache-4.cache.svc:50070")},
+             config);
+  ASSERT_EQ(set.size(), 4u);
+  EXPECT_EQ(set.backends()[0].weight, 3u);
+  EXPECT_EQ(set.backends()[1].weight, 1u);  // no entry: defaultWeight
+  EXPECT_EQ(set.backends()[2].weight, 4u);
+  EXPECT_EQ(set.backends()[3].weight, 5u);
+  EXPECT_EQ(set.backends()[0].identity, "cache-0.cache.svc:50070");
+  EXPECT_EQ(set.backends()[3].identity, "cache-4.cache.svc:50070");
+  // The pod comes back on a new address: the weight follows its name.
+  set.Update({Entry("10.0.0.7:80", {}, "cache-0.cache.svc:50070")}, config);
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_EQ(set.backends()[0].weight, 3u);
+}
+
 TEST(BackendSet, DuplicateAddressesAndIdentitiesKeepTheFirst) {
   Config config = ValidConfig();
   // 10.0.0.3:80 is configured to hash as 10.0.0.1:80 does by default.

@@ -70,6 +70,21 @@ const RuleCase kRuleCases[] = {
     {"ReservedHeader",
      [](Config& c) { c.hash_header = "grpc-timeout"; },
      {"hashHeader", "keys starting with \"grpc-\" are reserved by gRPC"}},
+    {"UserAgentHeader",
+     [](Config& c) { c.hash_header = "user-agent"; },
+     {"hashHeader",
+      "\"user-agent\" is not visible to the pick: gRPC's transport sets it "
+      "after the pick"}},
+    {"TeHeader",
+     [](Config& c) { c.hash_header = "te"; },
+     {"hashHeader",
+      "\"te\" is not visible to the pick: gRPC's transport sets it after "
+      "the pick"}},
+    {"LoadReportHeader",
+     [](Config& c) { c.hash_header = "endpoint-load-metrics-bin"; },
+     {"hashHeader",
+      "\"endpoint-load-metrics-bin\" is not visible to the pick: it is the "
+      "backends' ORCA load report"}},
     {"SmallFactor",
      [](Config& c) { c.balance_factor_percent = 99; },
      {"balanceFactorPercent",
@@ -88,6 +103,21 @@ const RuleCase kRuleCases[] = {
      {"endpoints[0].address",
       "must be an IP literal with a port, like 10.0.0.7:8443 or "
       "[2001:db8::7]:8443"}},
+    {"NeitherAddressNorIdentity",
+     [](Config& c) {
+       c.endpoints = {{"10.0.0.1:80", {}, {}}, {std::nullopt, 2, {}}};
+     },
+     {"endpoints[1].address",
+      "missing: an entry needs an address (an IP literal with a port) or an "
+      "identity (matched against the resolver's identities, like a poise-dns "
+      "host:port)"}},
+    {"IdentityOnlyTwice",
+     [](Config& c) {
+       c.endpoints = {{std::nullopt, 2, "a.test:1"},
+                      {std::nullopt, 3, "a.test:1"}};
+     },
+     {"endpoints[1].identity",
+      "identity \"a.test:1\" is also used by endpoints[0]"}},
     {"ZeroWeight",
      [](Config& c) {
        c.endpoints = {{"10.0.0.1:80", {}, {}}, {"10.0.0.2:80", 0, {}}};
@@ -175,13 +205,13 @@ const RuleCase kRuleCases[] = {
        c.server_load->out_of_band_interval = absl::ZeroDuration();
        c.server_load->max_report_age = absl::ZeroDuration();
      },
-     {"serverLoad.maxReportAge", "must be longer than 0s"}},
+     {"serverLoad.maxReportAge", kMaxReportAgeRule}},
     {"ServerLoadAgePastAnHour",
      [](Config& c) {
        c.server_load = ServerLoadConfig();
        c.server_load->max_report_age = absl::Hours(1) + absl::Milliseconds(1);
      },
-     {"serverLoad.maxReportAge", "must be at most 3600s (1 h)"}},
+     {"serverLoad.maxReportAge", kMaxReportAgeRule}},
     {"ServerLoadAgeEqualToInterval",
      [](Config& c) {
        c.server_load = ServerLoadConfig();
@@ -270,7 +300,7 @@ TEST(RouterConfig, ServerLoadReportsEachBrokenMember) {
             (std::vector<ConfigError>{
                 {"serverLoad.metric", kMetricRule},
                 {"serverLoad.outOfBandInterval", kOutOfBandIntervalRule},
-                {"serverLoad.maxReportAge", "must be at most 3600s (1 h)"}}));
+                {"serverLoad.maxReportAge", kMaxReportAgeRule}}));
   // An invalid interval is not compared with maxReportAge.
   config.server_load =
       ServerLoadConfig{"rif", absl::Hours(2), absl::Seconds(1)};
@@ -393,6 +423,99 @@ TEST(NormalizeAddress, RefusesWhatIsNotAnIpLiteralWithAPort) {
   }
   EXPECT_EQ(NormalizeAddress(std::string("10.0.0.1\0:80", 12)), std::nullopt);
   EXPECT_EQ(NormalizeAddress(std::string("10.0.0.1:80\0", 12)), std::nullopt);
+}
+
+// Every header gRPC 1.51 keeps from the pick is refused, with the reason;
+// names that only look like them are keys like any other.
+TEST(RouterConfig, HeadersThePickCannotSeeAreRefusedTheirLookalikesAccepted) {
+  for (const char* hidden :
+       {"user-agent", "content-type", "te", "host", "endpoint-load-metrics-bin",
+        "lb-token", "lb-cost-bin", "grpclb_client_stats"}) {
+    Config config = ValidConfig(/*bounded=*/true);
+    config.hash_header = hidden;
+    const std::vector<ConfigError> errors = NormalizeAndValidate(config);
+    ASSERT_EQ(errors.size(), 1u) << hidden;
+    EXPECT_EQ(errors[0].field, "hashHeader");
+    EXPECT_NE(errors[0].message.find("is not visible to the pick"),
+              std::string::npos)
+        << errors[0].message;
+  }
+  for (const char* visible : {"x-user-agent", "hosts", "tenant", "te-x",
+                              "authorization", "x-tenant-bin"}) {
+    Config config = ValidConfig(/*bounded=*/true);
+    config.hash_header = visible;
+    EXPECT_TRUE(NormalizeAndValidate(config).empty()) << visible;
+  }
+}
+
+// ParseDuration reads google.protobuf.Duration's JSON form exactly: limits
+// hold to the nanosecond (gRPC's parse keeps whole milliseconds).
+TEST(RouterConfig, DurationsAreParsedToTheNanosecond) {
+  const std::pair<const char*, absl::Duration> accepted[] = {
+      {"60s", absl::Seconds(60)},
+      {"0s", absl::ZeroDuration()},
+      {"0.0009s", absl::Microseconds(900)},
+      {"3600.000000001s", absl::Hours(1) + absl::Nanoseconds(1)},
+      {"1.5s", absl::Milliseconds(1500)},
+      {"-1.25s", -absl::Milliseconds(1250)},
+      {"315576000000s", absl::Seconds(315576000000)},
+  };
+  for (const auto& [text, expected] : accepted) {
+    EXPECT_EQ(ParseDuration(text), std::optional<absl::Duration>(expected))
+        << text;
+  }
+  for (const char* text :
+       {"", "s", "2h", "60", "1e3s", "1.s", ".5s", "1.0000000001s", "+1s",
+        "--1s", "1 s", "315576000001s", "1000000000000s", "0x10s", "1.5ss"}) {
+    EXPECT_EQ(ParseDuration(text), std::nullopt) << text;
+  }
+}
+
+// The duration rules hold exactly: just inside a limit passes, just outside
+// fails with the limit in the message.
+TEST(RouterConfig, DurationLimitsHoldToTheNanosecond) {
+  Config config = ValidConfig(/*bounded=*/true);
+  config.slow_start = SlowStartConfig();
+  for (const auto& [window, ok] :
+       {std::pair{absl::Nanoseconds(1), true},
+        std::pair{absl::ZeroDuration(), false}, std::pair{absl::Hours(1), true},
+        std::pair{absl::Hours(1) + absl::Nanoseconds(1), false}}) {
+    config.slow_start->window = window;
+    const std::vector<ConfigError> expected =
+        ok ? std::vector<ConfigError>{}
+           : std::vector<ConfigError>{{"slowStart.window", kWindowRule}};
+    EXPECT_EQ(NormalizeAndValidate(config), expected) << window;
+  }
+}
+
+// 100,000 copies of one endpoint: ten errors of each kind and a count of the
+// rest, not one error per copy (megabytes of message).
+TEST(RouterConfig, ManyErrorsOfAKindAreCountedNotListed) {
+  Config config = ValidConfig(/*bounded=*/true);
+  config.endpoints.assign(100000, EndpointConfig{"10.0.0.1:80", {}, {}});
+  config.endpoints[5].weight = 0;
+  const std::vector<ConfigError> errors = NormalizeAndValidate(config);
+  ASSERT_EQ(errors.size(), 1u + 10u + 10u + 2u);
+  EXPECT_EQ(errors[0],
+            (ConfigError{"endpoints[5].weight", "must be at least 1"}));
+  EXPECT_EQ(errors[1],
+            (ConfigError{"endpoints[1].address", "duplicate of endpoints[0]"}));
+  EXPECT_EQ(errors[21],
+            (ConfigError{"endpoints",
+                         "99989 more errors on endpoints[].address (the first "
+                         "10 are listed)"}));
+  EXPECT_EQ(errors[22],
+            (ConfigError{"endpoints",
+                         "99989 more errors on endpoints[].identity (the first "
+                         "10 are listed)"}));
+  size_t bytes = 0;
+  for (const ConfigError& e : errors)
+    bytes += e.field.size() + e.message.size();
+  EXPECT_LT(bytes, 2000u);
+  // Ten of a kind are all listed.
+  config.endpoints.resize(11);
+  config.endpoints[5].weight.reset();
+  EXPECT_EQ(NormalizeAndValidate(config).size(), 20u);
 }
 
 }  // namespace

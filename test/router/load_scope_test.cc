@@ -397,5 +397,60 @@ TEST(LoadScopeChannels, CountersReturnToZeroWhenChannelsCloseInAnyOrder) {
   }
 }
 
+// A weighted channel and a bounded one in one process scope: the weighted
+// channel's calls count in the scope too (they hold slots, although it reads
+// no loads), so the bounded channel sees them on the owner and spills.
+TEST(LoadScopeChannels,
+     AWeightedChannelsCallsCountForABoundedChannelInTheScope) {
+  const std::string scope_name = "load-scope-test-mixed";
+  std::vector<ResolverEntry> entries;
+  for (size_t i = 0; i < 5; ++i) entries.push_back(Entry(AddressOf(i), 1));
+  struct Channel {
+    BackendSet set;
+    std::unique_ptr<Picker> picker;
+  };
+  Channel channels[2];  // [0] weighted, [1] bounded
+  for (const bool bounded : {false, true}) {
+    Config config = ValidConfig(bounded);
+    config.load_scope = LoadScopeKind::kProcess;
+    config.balance_factor_percent = 100;
+    ASSERT_TRUE(NormalizeAndValidate(config).empty());
+    Channel& c = channels[bounded];
+    c.set.SetLoadScope(
+        LoadScopeForChannel(config.load_scope, scope_name, c.set.load_scope()));
+    c.set.Update(entries, config);
+    c.picker = std::make_unique<Picker>(
+        std::make_shared<const Config>(config), c.set.list(),
+        States(entries.size(), RoutingState::kReady),
+        std::make_shared<PolicyStats>(scope_name,
+                                      bounded ? "bounded" : "weighted"));
+  }
+  const std::string key = "tenant-42";
+  std::vector<InFlightGuard> weighted_calls;
+  size_t owner = SIZE_MAX;
+  for (int i = 0; i < 6; ++i) {
+    PickOutcome outcome = channels[0].picker->Pick(PickRequest{key});
+    auto* done = std::get_if<PickOutcome::Complete>(&outcome.result);
+    ASSERT_NE(done, nullptr);
+    EXPECT_TRUE(done->slot.held()) << "weighted call " << i;
+    owner = done->backend;
+    weighted_calls.push_back(std::move(done->slot));
+  }
+  const LoadScope& scope = *channels[0].set.load_scope();
+  EXPECT_EQ(&scope, channels[1].set.load_scope().get());
+  EXPECT_EQ(scope.total().Load(), 6u);
+  EXPECT_EQ(channels[1].set.backends()[owner].cell->in_flight->Load(), 6u);
+  // Bound over the scope: ceil(1.00 * (6 + 1) * 1 / 5) = 2, and the owner
+  // holds 6: the bounded channel's call goes elsewhere.
+  PickOutcome outcome = channels[1].picker->Pick(PickRequest{key});
+  auto* done = std::get_if<PickOutcome::Complete>(&outcome.result);
+  ASSERT_NE(done, nullptr);
+  EXPECT_NE(done->backend, owner);
+  EXPECT_TRUE(done->spilled);
+  done->slot = InFlightGuard();
+  weighted_calls.clear();
+  EXPECT_EQ(scope.total().Load(), 0u);
+}
+
 }  // namespace
 }  // namespace poise::router

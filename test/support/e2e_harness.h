@@ -57,13 +57,18 @@ struct CallOutcome {
 
 class Client {
  public:
+  // `credentials`: insecure when null.
   Client(const std::string& target, const std::string& service_config,
-         const std::string& label, grpc::ChannelArguments args = {}) {
+         const std::string& label, grpc::ChannelArguments args = {},
+         std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr) {
     args.SetServiceConfigJSON(service_config);
     args.SetString(grpc_lb::kStatsLabelArg, label);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     channel_ = grpc::CreateCustomChannel(
-        target, grpc::InsecureChannelCredentials(), args);
+        target,
+        credentials != nullptr ? credentials
+                               : grpc::InsecureChannelCredentials(),
+        args);
     stub_ = example::Echo::NewStub(channel_);
   }
 
@@ -95,6 +100,7 @@ class Client {
   }
 
   grpc::Channel* channel() { return channel_.get(); }
+  example::Echo::Stub& stub() { return *stub_; }
 
  private:
   std::shared_ptr<grpc::Channel> channel_;

@@ -299,6 +299,18 @@ TEST(PoiseSim, HelpDocumentsTheCsvFormat) {
             std::string::npos);
 }
 
+// Every term the default mode's tables use is explained by --help.
+TEST(PoiseSim, HelpExplainsItsTerms) {
+  const Output o = RunSim("--help");
+  EXPECT_EQ(o.exit_code, 0);
+  for (const char* term :
+       {"  subject   a backend", "  job       one request key",
+        "  load      the number of jobs", "  over      subjects given more",
+        "over units", "idle", "undistributed", "no load at all"}) {
+    EXPECT_NE(o.out.find(term), std::string::npos) << term;
+  }
+}
+
 TEST(PoiseSim, FewerThanTwentySubjectsHasNoRemovalTable) {
   const Output o = RunSim("--subjects 10 --loads 100");
   ASSERT_EQ(o.exit_code, 0) << o.err;
