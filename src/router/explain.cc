@@ -40,7 +40,109 @@ uint64_t Bits(double value) {
   return bits;
 }
 
+// A reader of ExplainJson's own text: members in the order it writes them.
+class ExplainReader {
+ public:
+  explicit ExplainReader(std::string_view text) : text_(text) {}
+
+  // Moves past the next `token`; false when there is none.
+  bool Skip(std::string_view token) {
+    const size_t at = text_.find(token, pos_);
+    if (at == std::string_view::npos) return false;
+    pos_ = at + token.size();
+    return true;
+  }
+  bool At(std::string_view token) const {
+    return text_.substr(pos_, token.size()) == token;
+  }
+  // A decimal number no greater than `max`, at the position.
+  bool Number(uint64_t max, uint64_t* out) {
+    uint64_t value = 0;
+    const size_t start = pos_;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      const auto digit = static_cast<uint64_t>(text_[pos_] - '0');
+      if (value > (max - digit) / 10) return false;
+      value = value * 10 + digit;
+      ++pos_;
+    }
+    *out = value;
+    return pos_ > start;
+  }
+  // A JSON string as JsonString writes it, at the position.
+  bool String(std::string* out) {
+    if (!At("\"")) return false;
+    ++pos_;
+    out->clear();
+    while (pos_ < text_.size() && text_[pos_] != '"') {
+      char c = text_[pos_++];
+      if (c == '\\') {
+        if (pos_ >= text_.size()) return false;
+        c = text_[pos_++];
+        if (c == 'u') {
+          uint64_t code = 0;
+          for (int i = 0; i < 4; ++i, ++pos_) {
+            if (pos_ >= text_.size()) return false;
+            const char h = text_[pos_];
+            const int v = h >= '0' && h <= '9'   ? h - '0'
+                          : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                          : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                                 : -1;
+            if (v < 0) return false;
+            code = code * 16 + static_cast<uint64_t>(v);
+          }
+          if (code >= 0x20) return false;  // JsonString escapes controls only
+          c = static_cast<char>(code);
+        } else if (c != '"' && c != '\\') {
+          return false;
+        }
+      }
+      out->push_back(c);
+    }
+    if (pos_ >= text_.size()) return false;
+    ++pos_;
+    return true;
+  }
+
+ private:
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
 }  // namespace
+
+absl::StatusOr<ExplainedInputs> ReadExplainJson(std::string_view json) {
+  const auto bad = [](std::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not an explanation (poise-explain or ExplainKey JSON): ",
+                     absl::string_view(what.data(), what.size())));
+  };
+  ExplainReader in(json);
+  ExplainedInputs inputs;
+  uint64_t factor = 0;
+  if (!in.Skip("\"factor\":") || !in.Number(UINT32_MAX, &factor)) {
+    return bad("no \"factor\"");
+  }
+  inputs.factor_percent = static_cast<uint32_t>(factor);
+  if (!in.Skip("\"ranking\":[")) return bad("no \"ranking\"");
+  while (in.At("{\"identity\":")) {
+    in.Skip("{\"identity\":");
+    ExplainedBackend b;
+    uint64_t weight = 0;
+    if (!in.String(&b.identity) || !in.Skip(",\"weight\":") ||
+        !in.Number(UINT32_MAX, &weight) || weight == 0 ||
+        !in.Skip(",\"load\":") || !in.Number(UINT64_MAX, &b.load) ||
+        !in.Skip("}")) {
+      return bad(absl::StrCat("ranking entry ", inputs.backends.size() + 1,
+                              " is not {\"identity\", \"weight\" >= 1, "
+                              "\"load\", ...}"));
+    }
+    b.weight = static_cast<uint32_t>(weight);
+    inputs.backends.push_back(std::move(b));
+    if (in.At(",")) in.Skip(",");
+  }
+  if (inputs.backends.empty()) return bad("an empty \"ranking\"");
+  return inputs;
+}
 
 std::string JsonString(std::string_view text) {
   std::string out = "\"";
@@ -67,10 +169,9 @@ absl::StatusOr<std::string> ExplainJson(
   const std::optional<BoundedLoadRendezvous> policy =
       BoundedLoadRendezvous::Create(factor_percent);
   if (!policy.has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("balance factor ", factor_percent,
-                     "% is below the minimum of ",
-                     BoundedLoadRendezvous::kMinFactorPercent, "%"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "balance factor ", factor_percent, "% is below the minimum of ",
+        BoundedLoadRendezvous::kMinFactorPercent, "%"));
   }
   std::vector<Candidate> candidates;
   candidates.reserve(backends.size());

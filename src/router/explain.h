@@ -40,6 +40,16 @@ absl::StatusOr<std::string> ExplainJson(
 // `text` as a JSON string, quotes included.
 std::string JsonString(std::string_view text);
 
+// What an ExplainJson object was computed from, read back from its text (an
+// ExplainKey answer saved from a live channel, or poise-explain's output):
+// the factor and, in the ranking's order, every backend's identity, weight
+// and load. INVALID_ARGUMENT naming what is missing for any other text.
+struct ExplainedInputs {
+  uint32_t factor_percent = 0;
+  std::vector<ExplainedBackend> backends;
+};
+absl::StatusOr<ExplainedInputs> ReadExplainJson(std::string_view json);
+
 }  // namespace poise::router
 
 #endif  // POISE_SRC_ROUTER_EXPLAIN_H_

@@ -1,6 +1,7 @@
 // poise-explain: where does a key go, and why.
 //
 //   poise-explain --key KEY --backend ID[=WEIGHT[:LOAD]] ... [--factor PCT]
+//   poise-explain --key KEY --from FILE [--factor PCT]
 //
 // Prints one JSON object with the bounded-load decision and every backend's
 // place in the key's weighted-rendezvous order, using the same core as the
@@ -10,7 +11,11 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <iostream>
 #include <limits>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,7 +32,11 @@ constexpr char kUsage[] =
     "  ID: the backend's identity (its address text unless configured)\n"
     "  WEIGHT: integer 1..4294967295 (default 1)   LOAD: in-flight count "
     "(default 0)\n"
-    "  PCT: balance factor percent, >= 100 (default 150)\n";
+    "  PCT: balance factor percent, >= 100 (default 150)\n"
+    "       poise-explain --key KEY --from FILE [--factor PCT]\n"
+    "  FILE: a saved explanation (poise::grpc_lb::ExplainKey's answer for a\n"
+    "  live channel, or this tool's output; - reads stdin): its backends,\n"
+    "  weights, loads and factor, for another key\n";
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "poise-explain: %s\n%s", problem.c_str(), kUsage);
@@ -52,13 +61,16 @@ int Run(int argc, char** argv) {
   bool have_key = false;
   uint32_t factor = poise::BoundedLoadRendezvous::kDefaultFactorPercent;
   std::vector<poise::router::ExplainedBackend> backends;
+  std::optional<std::string> from;
+  bool have_factor = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
     if (flag == "--help" || flag == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (flag != "--key" && flag != "--backend" && flag != "--factor") {
+    if (flag != "--key" && flag != "--backend" && flag != "--factor" &&
+        flag != "--from") {
       return Usage("unknown argument '" + std::string(flag) + "'");
     }
     if (i + 1 >= argc) return Usage(std::string(flag) + " needs a value");
@@ -66,6 +78,8 @@ int Run(int argc, char** argv) {
     if (flag == "--key") {
       key = std::string(value);
       have_key = true;
+    } else if (flag == "--from") {
+      from = std::string(value);
     } else if (flag == "--factor") {
       uint64_t parsed;
       if (!ParseUnsigned(value, std::numeric_limits<uint32_t>::max(),
@@ -76,6 +90,7 @@ int Run(int argc, char** argv) {
             std::string(value) + "'");
       }
       factor = static_cast<uint32_t>(parsed);
+      have_factor = true;
     } else {
       // ID alone: weight 1, load 0.
       const size_t eq = value.rfind('=');
@@ -113,6 +128,24 @@ int Run(int argc, char** argv) {
     }
   }
   if (!have_key) return Usage("--key is required");
+  if (from.has_value()) {
+    if (!backends.empty())
+      return Usage("--from and --backend exclude each other");
+    std::ifstream file;
+    if (*from != "-") {
+      file.open(*from);
+      if (!file) return Usage("cannot read '" + *from + "'");
+    }
+    std::stringstream text;
+    text << (*from == "-" ? std::cin.rdbuf() : file.rdbuf());
+    absl::StatusOr<poise::router::ExplainedInputs> inputs =
+        poise::router::ReadExplainJson(text.str());
+    if (!inputs.ok()) {
+      return Usage(*from + ": " + std::string(inputs.status().message()));
+    }
+    backends = std::move(inputs->backends);
+    if (!have_factor) factor = inputs->factor_percent;
+  }
   if (backends.empty()) return Usage("at least one --backend is required");
 
   const absl::StatusOr<std::string> json =
