@@ -7,8 +7,9 @@
 //     names are looked up together, not one after another);
 //   - the working channel's calls end within their deadline + 100 ms (and
 //     succeed);
-//   - no thread of the process uses more than 20 % of a core meanwhile
-//     (per-thread CPU from /proc/self/task/*/stat);
+//   - no thread of the process uses more than 20 % of a core meanwhile, and
+//     the whole process less than half of one (per-thread CPU from
+//     /proc/self/task/*/stat);
 //   - the silent channels serve once the server resumes;
 //   - destroying channels with lookups in flight returns at once, and no
 //     query socket to the silent server stays open after it.
@@ -54,6 +55,7 @@ constexpr milliseconds kCallDeadline{2000};
 constexpr milliseconds kLateAllowance{100};
 constexpr milliseconds kWindow{8000};
 constexpr double kMaxThreadShare = 0.20;
+constexpr double kMaxProcessShare = 0.50;
 
 double Ms(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
@@ -290,6 +292,7 @@ TEST(DnsStarvationE2e, SilentServerStallsNoOtherChannelAndNoThreadSpins) {
   EXPECT_EQ(failed, 0) << first_failure;
   EXPECT_LT(cpu.busiest_share, kMaxThreadShare)
       << cpu.busiest_name << " (" << cpu.busiest_tid << ")";
+  EXPECT_LT(cpu.process_share, kMaxProcessShare);
 
   // The silent channels serve once their server answers again.
   ASSERT_TRUE(silent_dns.Resume());
