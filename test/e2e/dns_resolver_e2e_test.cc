@@ -22,6 +22,7 @@
 #include "backend.h"
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
+#include "src/dns/lookup.h"
 #include "test/support/dns_server.h"
 #include "test/support/e2e_harness.h"
 
@@ -376,6 +377,40 @@ TEST(DnsResolverE2e, SystemResolverNamesTheAddressByItsHost) {
       ipv4.address(), has_ipv6 ? ipv6.address() : ipv4.address()};
   EXPECT_EQ(addresses.count(stats.backends[0].address), 1U)
       << stats.backends[0].address;
+}
+
+// Channels destroyed while their lookups run, at every point of a round: on
+// a paused server (queries waiting), on a live one (answers racing the
+// shutdown) and on the system path (gRPC's resolver). Under ASan this is the
+// use-after-free check; every lookup is closed right after.
+TEST(DnsResolverE2e, ChannelsDestroyedWhileTheirLookupsRun) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(2);
+  DnsmasqServer live;
+  ASSERT_TRUE(live.Start(ZoneOf(pods, true)));
+  DnsmasqServer paused;
+  ASSERT_TRUE(paused.Start(ZoneOf(pods, true)));
+  ASSERT_TRUE(paused.Pause());
+  const std::vector<std::string> targets = {
+      DnsTarget(live, pods),
+      absl::StrCat("poise-srv://", live.authority(), "/_grpc._tcp.web.test"),
+      DnsTarget(paused, pods),
+      absl::StrCat("poise-srv://", paused.authority(), "/_grpc._tcp.web.test"),
+      absl::StrCat("poise-dns:///localhost:", pods[0].backend->port()),
+  };
+  constexpr int kRounds = 20;
+  for (int round = 0; round < kRounds; ++round) {
+    for (const std::string& target : targets) {
+      Client client(target, LbConfig("weighted_rendezvous"), "dns-churn",
+                    FastRefresh(300));
+      client.channel()->GetState(true);
+      // From at once to well into the round.
+      std::this_thread::sleep_for(std::chrono::microseconds(round * 250));
+    }
+  }
+  EXPECT_TRUE(WaitFor([] { return dns::OpenLookupsForTesting() == 0; },
+                      std::chrono::seconds(2), std::chrono::milliseconds(5)))
+      << dns::OpenLookupsForTesting() << " lookups still open";
 }
 
 // A call that fails fast on a channel whose resolver failed.
