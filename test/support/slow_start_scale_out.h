@@ -164,11 +164,13 @@ inline std::string ScaleOutConfig(const std::string& window_text) {
 
 // `client` (stats label `label`, on `resolver`, ScaleOutConfig) routing to
 // backends 0..kOld-1 of `set`, the load running, then backend kNew added.
-// `on_slow_start` (may be empty) runs once, as soon as the new backend is
-// seen in slow start. Fills `run`.
+// `during_ramp` (may be empty) runs at every poll that sees the new backend
+// in slow start, with its stats. Fills `run` (without slow_start_done and
+// settled if the new backend never reaches its full weight).
 inline ::testing::AssertionResult ScaleOutUnderLoad(
     const example::BackendSet& set, FakeResolved& resolver, Client& client,
-    const std::string& label, const std::function<void()>& on_slow_start,
+    const std::string& label,
+    const std::function<void(const grpc_lb::BackendStats&)>& during_ramp,
     ScaleOutRun* run) {
   resolver.SetFirst(set, kOld);
   for (int k = 0; k < kKeys; ++k) {
@@ -228,13 +230,18 @@ inline ::testing::AssertionResult ScaleOutUnderLoad(
                 seen = true;
                 run->first_slow_start_weight = b->effective_weight;
                 run->slow_start_seen = Clock::now();
-                if (on_slow_start) on_slow_start();
               }
+              if (during_ramp) during_ramp(*b);
               return false;
             }
             return seen && b->weight_scale == 1;
           },
           std::chrono::seconds(20), std::chrono::milliseconds(5))) {
+    // What the calls saw so far, for the caller's report.
+    load.Join();
+    run->calls = load.calls();
+    run->failures = load.failures();
+    run->per_key = load.per_key();
     return ::testing::AssertionFailure()
            << "the new backend never reached its full weight";
   }
