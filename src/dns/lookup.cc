@@ -316,7 +316,7 @@ class Lookup : public PendingLookup {
 class DnsThread {
  public:
   static DnsThread& Get() {
-    static DnsThread* const thread = new DnsThread();
+    static auto* const thread = new DnsThread();
     return *thread;
   }
 

@@ -195,8 +195,8 @@ class LookupRequest final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The steps, each on gRPC's event engine (OnSystemAnswer: where gRPC's
   // DNS resolver calls back).
-  void OnSrv(dns::SrvResult srv);
-  void OnAddresses(std::vector<dns::AddressResult> found);
+  void OnSrv(dns::SrvResult&& srv);
+  void OnAddresses(std::vector<dns::AddressResult>&& found);
   void OnSystemAnswer(size_t index, SystemAnswer found);
   // Hands the round to the resolver unless it was cancelled.
   void Deliver(RoundResult round);
@@ -205,7 +205,7 @@ class LookupRequest final
   // gRPC's event engine, under an ExecCtx, holding a ref to this request.
   template <typename Result>
   std::function<void(Result)> OnEventEngine(
-      void (LookupRequest::*step)(Result));
+      void (LookupRequest::*step)(Result&&));
 
   const RefCountedPtr<PoiseResolver> resolver_;
   const dns::LookupClock::time_point deadline_;
@@ -455,7 +455,7 @@ void LookupRequest::Orphan() {
 
 template <typename Result>
 std::function<void(Result)> LookupRequest::OnEventEngine(
-    void (LookupRequest::*step)(Result)) {
+    void (LookupRequest::*step)(Result&&)) {
   return [self = Ref(DEBUG_LOCATION, "lookup"), step](Result result) mutable {
     // Runs once, on the poise-dns thread: the ref moves on with the step.
     grpc_event_engine::experimental::EventEngine& engine =
@@ -499,7 +499,7 @@ void LookupRequest::StartHostsLocked(std::vector<HostToFind> hosts) {
   }
 }
 
-void LookupRequest::OnSrv(dns::SrvResult srv) {
+void LookupRequest::OnSrv(dns::SrvResult&& srv) {
   RoundResult round;
   {
     const grpc_core::MutexLock lock(&mu_);
@@ -530,7 +530,7 @@ void LookupRequest::OnSrv(dns::SrvResult srv) {
   Deliver(std::move(round));
 }
 
-void LookupRequest::OnAddresses(std::vector<dns::AddressResult> found) {
+void LookupRequest::OnAddresses(std::vector<dns::AddressResult>&& found) {
   RoundResult round;
   {
     const grpc_core::MutexLock lock(&mu_);

@@ -360,6 +360,7 @@ TEST_F(LookupTest, NamesOfOneCallShareOneTimeout) {
   const milliseconds timeout(600);
   std::vector<std::promise<std::vector<AddressResult>>> results(kCalls);
   std::vector<std::shared_ptr<PendingLookup>> lookups;
+  lookups.reserve(results.size());
   const Clock::time_point start = Clock::now();
   for (auto& result : results) {
     lookups.push_back(
@@ -405,9 +406,9 @@ TEST_F(LookupTest, CancelReturnsAtOnceAndTheCallbackNeverRuns) {
   // The callback owns a guard: destroying it (Cancel) is observable.
   auto guard = std::make_shared<int>(0);
   std::weak_ptr<int> watch = guard;
-  std::shared_ptr<PendingLookup> lookup =
-      StartSrvLookup(kService, Via(dns_), Clock::now() + milliseconds(60000),
-                     [ran, guard = std::move(guard)](SrvResult) { ++*ran; });
+  std::shared_ptr<PendingLookup> lookup = StartSrvLookup(
+      kService, Via(dns_), Clock::now() + milliseconds(60000),
+      [ran, guard = std::move(guard)](const SrvResult&) { ++*ran; });
   ASSERT_EQ(OpenLookupsForTesting(), open_before + 1);
   const Clock::time_point start = Clock::now();
   EXPECT_TRUE(lookup->Cancel());
@@ -433,7 +434,7 @@ TEST_F(LookupTest, CallbacksRunOnThePoiseDnsThread) {
   std::promise<std::string> thread_name;
   std::atomic<int> calls{0};
   StartSrvLookup(kService, Via(dns_), Clock::now() + milliseconds(2000),
-                 [&](SrvResult) {
+                 [&](const SrvResult&) {
                    char name[16] = {};
                    pthread_getname_np(pthread_self(), name, sizeof name);
                    if (calls++ == 0) thread_name.set_value(name);

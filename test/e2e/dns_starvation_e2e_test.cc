@@ -107,7 +107,7 @@ struct CpuUse {
 
 CpuUse CpuBetween(const std::map<int, ThreadCpu>& before,
                   const std::map<int, ThreadCpu>& after, Clock::duration wall) {
-  const double ticks_per_second = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const auto ticks_per_second = static_cast<double>(sysconf(_SC_CLK_TCK));
   const double seconds = std::chrono::duration<double>(wall).count();
   CpuUse use;
   for (const auto& [tid, cpu] : after) {
@@ -185,6 +185,7 @@ TEST(DnsStarvationE2e, SilentServerStallsNoOtherChannelAndNoThreadSpins) {
   // The silent channels, each asked to connect from a thread of its own (a
   // blocked GetState must not delay the working channel's calls).
   std::vector<std::unique_ptr<Client>> silent;
+  silent.reserve(static_cast<size_t>(silent_count));
   for (int i = 0; i < silent_count; ++i) {
     silent.push_back(std::make_unique<Client>(TargetOf(silent_dns, pods),
                                               LbConfig("weighted_rendezvous"),

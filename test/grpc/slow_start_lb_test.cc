@@ -190,12 +190,13 @@ TEST_F(SlowStartLbTest, WallClockStepsMoveNoStepAndNoKeyTwice) {
   internal::SetSlowStartClockForTesting(&FakeNow);
   const router::RampTime start = g_now;
   ScaleOut(kWeightedRendezvousPolicy, R"({"window":"60s"})");
-  constexpr int kKeys = 3000;
+  constexpr size_t kKeys = 3000;
   const uint32_t steps = router::SlowStart::StepsFor(10);
   std::vector<int> owner(kKeys);
   std::vector<int> moves(kKeys, 0);
-  for (int k = 0; k < kKeys; ++k)
+  for (size_t k = 0; k < kKeys; ++k) {
     owner[k] = Pick(absl::StrCat("key-", k)).backend;
+  }
   for (uint32_t j = 1; j <= steps; ++j) {
     // -1 h, +1 h, back to 0, ... from one step to the next.
     WallClockShift::Set(std::chrono::hours(j % 3 == 0   ? 0
@@ -212,7 +213,7 @@ TEST_F(SlowStartLbTest, WallClockStepsMoveNoStepAndNoKeyTwice) {
       EXPECT_EQ(added.effective_weight, 1u);
       EXPECT_EQ(added.weight_scale, 1u);
     }
-    for (int k = 0; k < kKeys; ++k) {
+    for (size_t k = 0; k < kKeys; ++k) {
       const int now = Pick(absl::StrCat("key-", k)).backend;
       if (now == owner[k]) continue;
       ASSERT_EQ(now, 3) << "key-" << k << " moved between old backends";
@@ -220,8 +221,8 @@ TEST_F(SlowStartLbTest, WallClockStepsMoveNoStepAndNoKeyTwice) {
       owner[k] = now;
     }
   }
-  for (int k = 0; k < kKeys; ++k) ASSERT_LE(moves[k], 1) << "key-" << k;
-  for (int k = 0; k < kKeys; ++k) {
+  for (size_t k = 0; k < kKeys; ++k) ASSERT_LE(moves[k], 1) << "key-" << k;
+  for (size_t k = 0; k < kKeys; ++k) {
     ASSERT_EQ(owner[k], Owner(absl::StrCat("key-", k))) << "key-" << k;
   }
   EXPECT_EQ(internal::PendingSlowStartTimersForTesting(), 0);

@@ -25,9 +25,7 @@
 #include "test/support/e2e_harness.h"
 #include "test/support/fake_resolved.h"
 
-namespace poise::test_support {
-
-namespace slow_start_scale_out {
+namespace poise::test_support::slow_start_scale_out {
 
 using Clock = std::chrono::steady_clock;
 
@@ -260,8 +258,6 @@ inline ::testing::AssertionResult ScaleOutUnderLoad(
   return ::testing::AssertionSuccess();
 }
 
-}  // namespace slow_start_scale_out
-
-}  // namespace poise::test_support
+}  // namespace poise::test_support::slow_start_scale_out
 
 #endif  // POISE_TEST_SUPPORT_SLOW_START_SCALE_OUT_H_

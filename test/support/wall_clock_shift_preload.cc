@@ -14,18 +14,18 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdarg>
 #include <cstdint>
+#include <ctime>
 
 namespace {
 
 using ClockGettime = int (*)(clockid_t, timespec*);
 using Gettimeofday = int (*)(timeval*, void*);
-using Syscall = long (*)(long, ...);
+using Syscall = long (*)(long, ...);  // NOLINT(google-runtime-int): syscall(2)
 
 constexpr int64_t kNanosPerSecond = 1'000'000'000;
 
@@ -37,7 +37,7 @@ F Next(const char* name) {
 }
 
 ClockGettime RealClockGettime() {
-  static const ClockGettime real = Next<ClockGettime>("clock_gettime");
+  static const auto real = Next<ClockGettime>("clock_gettime");
   return real;
 }
 
@@ -52,20 +52,28 @@ void Shift(timespec* ts, int64_t shift_ns) {
     sec -= 1;
   }
   ts->tv_sec = static_cast<time_t>(sec);
-  ts->tv_nsec = static_cast<long>(nsec);
+  ts->tv_nsec = static_cast<decltype(ts->tv_nsec)>(nsec);
 }
 
 }  // namespace
 
+// The interposed functions carry names of their own and take the libc
+// symbols' names through asm labels, so they do not redeclare libc's
+// prototypes.
 extern "C" {
+int ShiftedClockGettime(clockid_t clock, timespec* ts) __asm__("clock_gettime");
+int ShiftedGettimeofday(timeval* tv, void* tz) __asm__("gettimeofday");
+time_t ShiftedTime(time_t* out) __asm__("time");
+// NOLINTNEXTLINE(google-runtime-int): syscall(2)'s own types
+long ShiftedSyscall(long number, ...) __asm__("syscall");
 
 __attribute__((visibility("default"))) void poise_wall_clock_shift_set_ns(
     int64_t shift_ns) {
   g_shift_ns.store(shift_ns);
 }
 
-__attribute__((visibility("default"))) int clock_gettime(
-    clockid_t clock, timespec* ts) noexcept {
+__attribute__((visibility("default"))) int ShiftedClockGettime(clockid_t clock,
+                                                               timespec* ts) {
   const int status = RealClockGettime()(clock, ts);
   if (status == 0 &&
       (clock == CLOCK_REALTIME || clock == CLOCK_REALTIME_COARSE)) {
@@ -74,9 +82,9 @@ __attribute__((visibility("default"))) int clock_gettime(
   return status;
 }
 
-__attribute__((visibility("default"))) int gettimeofday(timeval* tv,
-                                                        void* tz) noexcept {
-  static const Gettimeofday real = Next<Gettimeofday>("gettimeofday");
+__attribute__((visibility("default"))) int ShiftedGettimeofday(timeval* tv,
+                                                               void* tz) {
+  static const auto real = Next<Gettimeofday>("gettimeofday");
   if (tz != nullptr) real(nullptr, tz);
   timespec ts{};
   const int status = RealClockGettime()(CLOCK_REALTIME, &ts);
@@ -87,17 +95,20 @@ __attribute__((visibility("default"))) int gettimeofday(timeval* tv,
   return 0;
 }
 
-__attribute__((visibility("default"))) time_t time(time_t* out) noexcept {
+__attribute__((visibility("default"))) time_t ShiftedTime(time_t* out) {
   timespec ts{};
-  if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return static_cast<time_t>(-1);
+  if (ShiftedClockGettime(CLOCK_REALTIME, &ts) != 0) {
+    return static_cast<time_t>(-1);
+  }
   if (out != nullptr) *out = ts.tv_sec;
   return ts.tv_sec;
 }
 
 // Reads the six argument registers whatever the call passed, as glibc's own
-// syscall() does.
-__attribute__((visibility("default"))) long syscall(long number, ...) noexcept {
-  static const Syscall real = Next<Syscall>("syscall");
+// syscall() does; `long` throughout, syscall(2)'s own types.
+// NOLINTBEGIN(google-runtime-int,performance-no-int-to-ptr)
+__attribute__((visibility("default"))) long ShiftedSyscall(long number, ...) {
+  static const auto real = Next<Syscall>("syscall");
   va_list ap;
   va_start(ap, number);
   long a[6];
@@ -113,5 +124,6 @@ __attribute__((visibility("default"))) long syscall(long number, ...) noexcept {
   }
   return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
+// NOLINTEND(google-runtime-int,performance-no-int-to-ptr)
 
 }  // extern "C"
