@@ -31,18 +31,11 @@
 namespace poise::grpc_lb {
 namespace {
 
-using example::BackendSet;
+namespace scale_out = test_support::slow_start_scale_out;
 using std::chrono::milliseconds;
-using test_support::Client;
-using test_support::FakeResolved;
 using test_support::WaitFor;
 using test_support::WallClockShift;
-using test_support::slow_start_scale_out::Clock;
-using test_support::slow_start_scale_out::kNew;
-using test_support::slow_start_scale_out::kOld;
-using test_support::slow_start_scale_out::ScaleOutConfig;
-using test_support::slow_start_scale_out::ScaleOutRun;
-using test_support::slow_start_scale_out::ScaleOutUnderLoad;
+using Clock = scale_out::Clock;
 
 constexpr milliseconds kWindow{3000};  // "3s" below
 constexpr std::chrono::hours kStep{1};
@@ -89,14 +82,15 @@ TEST(WallClockShift, StepsTheWallClockOnly) {
 void ScaleOutWithWallClockStep(std::chrono::nanoseconds step,
                                uint64_t at_percent, const std::string& label) {
   WallClockShift shift;
-  BackendSet set;
-  ASSERT_TRUE(set.Start(kOld + 1, test_support::kHeader).ok());
-  FakeResolved resolver;
-  Client client("fake:///poise-slow-start", ScaleOutConfig("3s"), label,
-                resolver.Args());
-  ScaleOutRun run;
+  example::BackendSet set;
+  ASSERT_TRUE(set.Start(scale_out::kOld + 1, test_support::kHeader).ok());
+  test_support::FakeResolved resolver;
+  test_support::Client client("fake:///poise-slow-start",
+                              scale_out::ScaleOutConfig("3s"), label,
+                              resolver.Args());
+  scale_out::ScaleOutRun run;
   bool stepped = false;
-  const ::testing::AssertionResult ran = ScaleOutUnderLoad(
+  const ::testing::AssertionResult ran = scale_out::ScaleOutUnderLoad(
       set, resolver, client, label,
       [&](const BackendStats& b) {
         if (!stepped && 100 * b.effective_weight >=
@@ -121,7 +115,8 @@ void ScaleOutWithWallClockStep(std::chrono::nanoseconds step,
       if (o.backend < 0) continue;
       if (last >= 0 && o.backend != last) {
         ++changes;
-        if (o.backend != static_cast<int>(kNew) || run.final_owner[k] != kNew) {
+        if (o.backend != static_cast<int>(scale_out::kNew) ||
+            run.final_owner[k] != scale_out::kNew) {
           ++moved_wrongly;
         }
       }
