@@ -6,15 +6,23 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "src/dns/cat_and_split.h"
@@ -25,7 +33,7 @@ namespace {
 using internal::Append;
 using internal::Cat;
 
-using Clock = std::chrono::steady_clock;
+using Clock = LookupClock;
 
 // ares_library_init once per process (it is not thread-safe itself). Never
 // cleaned up: other users of c-ares in the process (gRPC) share the library.
@@ -107,7 +115,8 @@ Outcome Classify(int status) {
   }
 }
 
-// One query's result, filled by the c-ares callback.
+// One query's result, filled by the c-ares callback (on the thread that
+// drives its channel).
 struct Query {
   bool done = false;
   int status = ARES_EDESTRUCTION;
@@ -126,26 +135,25 @@ void OnAnswer(void* arg, int status, int /*timeouts*/, unsigned char* abuf,
   --*query->pending;
 }
 
-// A c-ares channel for one call, and the loop that drives it.
+// The c-ares channel of one lookup: set up where the lookup starts, then
+// driven by the poise-dns thread alone.
 class Channel {
  public:
   Channel() = default;
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
-  ~Channel() {
-    if (channel_ != nullptr) ares_destroy(channel_);
-  }
+  ~Channel() { Close(); }
 
-  // ARES_SUCCESS or the c-ares status that prevented the channel.
-  int Init(const LookupOptions& options) {
+  // ARES_SUCCESS or the c-ares status that prevented the channel. c-ares's
+  // tries are fitted into `total_ms`.
+  int Init(const LookupOptions& options, int64_t total_ms) {
     if (const int status = LibraryStatus(); status != ARES_SUCCESS) {
       return status;
     }
     const int attempts = std::clamp(options.attempts, 1, 8);
-    const auto total_ms = std::max<int64_t>(1, options.timeout.count());
     // c-ares waits t, 2t, 4t, ... on successive rounds: fit them in total.
-    const int64_t per_try_ms =
-        std::max<int64_t>(1, total_ms / ((int64_t{1} << attempts) - 1));
+    const int64_t per_try_ms = std::max<int64_t>(
+        1, std::max<int64_t>(1, total_ms) / ((int64_t{1} << attempts) - 1));
     ares_options opts{};
     int mask = ARES_OPT_FLAGS | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES;
     opts.flags = options.server ? ARES_FLAG_NOSEARCH : 0;
@@ -191,51 +199,42 @@ class Channel {
 
   ares_channel get() const { return channel_; }
 
-  // Drives the channel until *pending reaches zero or the deadline passes
-  // (then cancels the queries: their callbacks see ARES_ECANCELLED).
-  void Run(const int* pending, Clock::time_point deadline) {
-    while (*pending > 0) {
-      const Clock::time_point now = Clock::now();
-      if (now >= deadline) {
-        ares_cancel(channel_);
-        return;
-      }
-      pollfd fds[ARES_GETSOCK_MAXNUM];
-      const nfds_t nfds = PollFds(fds);
-      const int ready = poll(fds, nfds, WaitMs(deadline - now));
-      if (ready < 0 && errno != EINTR) {
-        ares_cancel(channel_);
-        return;
-      }
-      Process(fds, ready > 0 ? nfds : 0);
-    }
+  // Ends the queries still waiting (their callbacks see ARES_ECANCELLED) and
+  // closes the sockets. Idempotent.
+  void Close() {
+    if (channel_ == nullptr) return;
+    ares_cancel(channel_);
+    ares_destroy(channel_);
+    channel_ = nullptr;
   }
 
- private:
-  // The channel's sockets in `fds`, each with the events c-ares waits for;
-  // returns how many.
-  nfds_t PollFds(pollfd* fds) const {
+  // Appends the channel's sockets to `fds`, each with the events c-ares
+  // waits for; returns how many.
+  size_t AppendPollFds(std::vector<pollfd>* fds) const {
+    if (channel_ == nullptr) return 0;
     ares_socket_t socks[ARES_GETSOCK_MAXNUM];
     const int bits = ares_getsock(channel_, socks, ARES_GETSOCK_MAXNUM);
-    nfds_t nfds = 0;
+    size_t added = 0;
     for (int i = 0; i < ARES_GETSOCK_MAXNUM; ++i) {
       const bool want_read = ARES_GETSOCK_READABLE(bits, i) != 0;
       const bool want_write = ARES_GETSOCK_WRITABLE(bits, i) != 0;
       if (!want_read && !want_write) continue;
-      fds[nfds].fd = socks[i];
-      fds[nfds].events = static_cast<decltype(pollfd::events)>(
+      pollfd fd{};
+      fd.fd = socks[i];
+      fd.events = static_cast<decltype(pollfd::events)>(
           (want_read ? POLLIN : 0) | (want_write ? POLLOUT : 0));
-      fds[nfds].revents = 0;
-      ++nfds;
+      fds->push_back(fd);
+      ++added;
     }
-    return nfds;
+    return added;
   }
 
-  // How long poll() may wait: c-ares's next timeout, within `left` and at
-  // most a second.
+  // How long poll() may wait for this channel: c-ares's next timeout, within
+  // `left` and at most a second.
   int WaitMs(Clock::duration left) const {
-    const auto left_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(left).count();
+    const auto left_us = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::microseconds>(left).count());
+    if (channel_ == nullptr) return 0;
     timeval max_wait{};
     max_wait.tv_sec = static_cast<time_t>(left_us / 1000000);
     max_wait.tv_usec = static_cast<suseconds_t>(left_us % 1000000);
@@ -247,11 +246,12 @@ class Channel {
     return static_cast<int>(std::min<int64_t>(wait_ms, 1000));
   }
 
-  // Hands c-ares the sockets poll() found ready among the first `nfds` of
-  // `fds` (none: only its retries and per-try timeouts).
-  void Process(const pollfd* fds, nfds_t nfds) {
+  // Hands c-ares the sockets poll() found ready among the `nfds` of `fds`
+  // (none: only its retries and per-try timeouts).
+  void Process(const pollfd* fds, size_t nfds) {
+    if (channel_ == nullptr) return;
     bool processed = false;
-    for (nfds_t i = 0; i < nfds; ++i) {
+    for (size_t i = 0; i < nfds; ++i) {
       if (fds[i].revents == 0) continue;
       const bool readable =
           (fds[i].revents & (POLLIN | POLLERR | POLLHUP)) != 0;
@@ -267,7 +267,188 @@ class Channel {
     }
   }
 
+ private:
   ares_channel channel_ = nullptr;
+};
+
+// One StartSrvLookup() or StartAddressLookups() call: its channel and
+// queries, which the poise-dns thread drives once the call has handed them
+// over, and its callback.
+class Lookup : public PendingLookup {
+ public:
+  explicit Lookup(Clock::time_point deadline)
+      : deadline_(deadline),
+        timeout_(std::max(std::chrono::milliseconds(0),
+                          std::chrono::ceil<std::chrono::milliseconds>(
+                              deadline - Clock::now()))) {}
+
+  // On the poise-dns thread.
+  bool Cancelled() const {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return cancelled_;
+  }
+  bool Due(Clock::time_point now) const {
+    return pending_ == 0 || now >= deadline_;
+  }
+  Channel& channel() { return channel_; }
+  Clock::time_point deadline() const { return deadline_; }
+  // Ends the queries and closes the sockets, then runs the callback with
+  // the result unless the lookup was cancelled.
+  virtual void Finish() = 0;
+
+ protected:
+  // Sets the channel up for the time left to the deadline: ARES_SUCCESS or
+  // why not.
+  int InitChannel(const LookupOptions& options) {
+    return channel_.Init(options, timeout_.count());
+  }
+
+  mutable std::mutex mu_;
+  bool cancelled_ = false;  // guarded by mu_
+  const Clock::time_point deadline_;
+  const std::chrono::milliseconds timeout_;  // from the start to the deadline
+  Channel channel_;
+  int pending_ = 0;  // queries not answered yet
+};
+
+// The poise-dns thread (see lookup.h): one per process, started with the
+// first lookup and never stopped (lookups may be in flight at exit).
+class DnsThread {
+ public:
+  static DnsThread& Get() {
+    static auto* const thread = new DnsThread();
+    return *thread;
+  }
+
+  void Add(std::shared_ptr<Lookup> lookup) {
+    open_.fetch_add(1);
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      added_.push_back(std::move(lookup));
+    }
+    Wake();
+  }
+
+  void Wake() const {
+    if (wake_fd_ < 0) return;
+    const uint64_t one = 1;
+    // EAGAIN: the counter is full, so the thread wakes anyway.
+    [[maybe_unused]] const ssize_t written = write(wake_fd_, &one, sizeof one);
+  }
+
+  int open() const { return open_.load(); }
+
+ private:
+  // Without an eventfd (out of descriptors), the thread looks for new and
+  // cancelled lookups this often.
+  static constexpr int kNoWakeUpPollMs = 10;
+
+  DnsThread() : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    std::thread thread([this] { Run(); });
+    pthread_setname_np(thread.native_handle(), "poise-dns");
+    thread.detach();
+  }
+
+  void Run() {
+    std::vector<std::shared_ptr<Lookup>> lookups;
+    std::vector<pollfd> fds;
+    std::vector<size_t> first_fd;  // by lookup: its first entry in fds
+    for (;;) {
+      {
+        const std::lock_guard<std::mutex> lock(mu_);
+        for (auto& lookup : added_) lookups.push_back(std::move(lookup));
+        added_.clear();
+      }
+      CloseEnded(&lookups);
+      const Clock::time_point now = Clock::now();
+      fds.clear();
+      first_fd.clear();
+      fds.push_back(pollfd{wake_fd_, POLLIN, 0});
+      int wait_ms = wake_fd_ < 0 ? kNoWakeUpPollMs : -1;
+      for (const auto& lookup : lookups) {
+        first_fd.push_back(fds.size());
+        lookup->channel().AppendPollFds(&fds);
+        const int ms = lookup->channel().WaitMs(lookup->deadline() - now);
+        wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms);
+      }
+      first_fd.push_back(fds.size());
+      const int ready = poll(fds.data(), fds.size(), wait_ms);
+      if (ready < 0 && errno != EINTR) continue;
+      if (wake_fd_ >= 0 && (fds[0].revents & POLLIN) != 0) {
+        uint64_t count = 0;
+        [[maybe_unused]] const ssize_t got =
+            read(wake_fd_, &count, sizeof count);
+      }
+      for (size_t i = 0; i < lookups.size(); ++i) {
+        const size_t begin = first_fd[i];
+        lookups[i]->channel().Process(fds.data() + begin,
+                                      ready > 0 ? first_fd[i + 1] - begin : 0);
+      }
+    }
+  }
+
+  // Drops the cancelled lookups (closing their sockets) and finishes the
+  // due ones: every query answered, or the deadline passed.
+  void CloseEnded(std::vector<std::shared_ptr<Lookup>>* lookups) {
+    const Clock::time_point now = Clock::now();
+    auto kept = lookups->begin();
+    for (auto& lookup : *lookups) {
+      if (lookup->Cancelled()) {
+        lookup->channel().Close();
+      } else if (lookup->Due(now)) {
+        lookup->Finish();
+      } else {
+        *kept++ = std::move(lookup);
+        continue;
+      }
+      lookup.reset();
+      open_.fetch_sub(1);
+    }
+    lookups->erase(kept, lookups->end());
+  }
+
+  const int wake_fd_;
+  std::atomic<int> open_{0};
+  std::mutex mu_;
+  std::vector<std::shared_ptr<Lookup>> added_;  // guarded by mu_
+};
+
+// A Lookup whose callback takes `Result`.
+template <typename Result>
+class LookupFor : public Lookup {
+ public:
+  LookupFor(Clock::time_point deadline, std::function<void(Result)> done)
+      : Lookup(deadline), done_(std::move(done)) {}
+
+  bool Cancel() final {
+    std::function<void(Result)> dropped;
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      if (!done_) return false;
+      dropped = std::exchange(done_, nullptr);
+      cancelled_ = true;
+    }
+    DnsThread::Get().Wake();
+    return true;  // `dropped` goes here, on the caller's thread
+  }
+
+  void Finish() final {
+    channel_.Close();
+    Result result = Build();
+    std::function<void(Result)> done;
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      done = std::exchange(done_, nullptr);
+    }
+    if (done) done(std::move(result));
+  }
+
+ protected:
+  // The result from the queries as they ended.
+  virtual Result Build() const = 0;
+
+ private:
+  std::function<void(Result)> done_;  // guarded by mu_
 };
 
 std::string_view FamilyName(IpFamily family) {
@@ -392,6 +573,154 @@ void Summarize(bool want4, bool want6, const std::string& prefix,
   }
 }
 
+class SrvLookup final : public LookupFor<SrvResult> {
+ public:
+  SrvLookup(std::string_view name, const LookupOptions& options,
+            Clock::time_point deadline, SrvCallback done)
+      : LookupFor(deadline, std::move(done)),
+        name_(name),
+        prefix_(Cat("SRV ", name, " via ", ServerText(options), ": ")) {
+    if (name_.empty()) {
+      error_ = "empty name";
+      return;
+    }
+    if (const int status = InitChannel(options); status != ARES_SUCCESS) {
+      error_ = Cat("cannot set up c-ares (", StatusText(status), ")");
+      return;
+    }
+    pending_ = 1;
+    query_.pending = &pending_;
+    ares_query(channel_.get(), name_.c_str(), ns_c_in, ns_t_srv, OnAnswer,
+               &query_);
+  }
+
+ private:
+  SrvResult Build() const override {
+    SrvResult result;
+    if (!error_.empty()) {
+      result.outcome = Outcome::kError;
+      result.message = Cat(prefix_, error_);
+      return result;
+    }
+    int status = query_.done ? query_.status : ARES_ECANCELLED;
+    size_t dot_targets = 0;
+    if (status == ARES_SUCCESS) {
+      status = ParseSrvRecords(query_, &result.records, &dot_targets);
+    }
+    if (status == ARES_SUCCESS && result.records.empty()) {
+      result.outcome = Outcome::kNoRecords;
+      result.message = Cat(prefix_, "no records (", dot_targets,
+                           " with target \".\": the service is not available)");
+      return result;
+    }
+    result.outcome = Classify(status);
+    result.message =
+        Cat(prefix_, Describe(status, result.records.size(), timeout_));
+    if (dot_targets > 0) {
+      Append(&result.message, "; ", dot_targets, " with target \".\" left out");
+    }
+    return result;
+  }
+
+  const std::string name_;
+  const std::string prefix_;
+  std::string error_;  // set when no query could be sent
+  Query query_;
+};
+
+class AddressLookup final : public LookupFor<std::vector<AddressResult>> {
+ public:
+  AddressLookup(const std::vector<std::string>& names,
+                const LookupOptions& options, Families families,
+                Clock::time_point deadline, AddressesCallback done)
+      : LookupFor(deadline, std::move(done)),
+        want4_(families != Families::kIpv6),
+        want6_(families != Families::kIpv4),
+        names_(names.size()) {
+    const std::string server = ServerText(options);
+    const std::string_view kind = families == Families::kIpv4   ? "A "
+                                  : families == Families::kIpv6 ? "AAAA "
+                                                                : "A/AAAA ";
+    for (size_t i = 0; i < names.size(); ++i) {
+      names_[i].text = names[i];
+      names_[i].prefix = Cat(kind, names[i], " via ", server, ": ");
+    }
+    if (names.empty()) return;
+    if (const int status = InitChannel(options); status != ARES_SUCCESS) {
+      error_ = Cat("cannot set up c-ares (", StatusText(status), ")");
+      return;
+    }
+    // Every query is counted before the first is sent: c-ares may answer
+    // one at once (a name it rejects).
+    for (Name& name : names_) {
+      if (name.text.empty()) continue;
+      pending_ += (want4_ ? 1 : 0) + (want6_ ? 1 : 0);
+      name.ipv4.pending = name.ipv6.pending = &pending_;
+    }
+    // search: the channel has ARES_FLAG_NOSEARCH with an explicit server.
+    for (Name& name : names_) {
+      if (name.text.empty()) continue;
+      if (want4_) {
+        ares_search(channel_.get(), name.text.c_str(), ns_c_in, ns_t_a,
+                    OnAnswer, &name.ipv4);
+      }
+      if (want6_) {
+        ares_search(channel_.get(), name.text.c_str(), ns_c_in, ns_t_aaaa,
+                    OnAnswer, &name.ipv6);
+      }
+    }
+  }
+
+ private:
+  struct Name {
+    std::string text;
+    std::string prefix;
+    Query ipv4;
+    Query ipv6;
+  };
+
+  std::vector<AddressResult> Build() const override {
+    std::vector<AddressResult> results(names_.size());
+    for (size_t i = 0; i < names_.size(); ++i) {
+      const Name& name = names_[i];
+      AddressResult& result = results[i];
+      if (name.text.empty() || !error_.empty()) {
+        result.outcome = result.ipv4 = result.ipv6 = Outcome::kError;
+        result.message =
+            Cat(name.prefix, name.text.empty() ? "empty name" : error_);
+        continue;
+      }
+      std::vector<std::string> parts;
+      if (want4_) {
+        parts.push_back(FinishFamily(name.ipv4, IpFamily::kIpv4, timeout_,
+                                     &result.ipv4, &result.addresses));
+      }
+      if (want6_) {
+        parts.push_back(FinishFamily(name.ipv6, IpFamily::kIpv6, timeout_,
+                                     &result.ipv6, &result.addresses));
+      }
+      Summarize(want4_, want6_, name.prefix, parts, &result);
+    }
+    return results;
+  }
+
+  const bool want4_;
+  const bool want6_;
+  // Sized once: the queries' addresses go to c-ares.
+  std::vector<Name> names_;
+  std::string error_;  // set when no query could be sent
+};
+
+// Waits for the callback of a lookup started by `start`, which is passed the
+// callback.
+template <typename Result, typename Start>
+Result Await(Start start) {
+  auto promise = std::make_shared<std::promise<Result>>();
+  std::future<Result> future = promise->get_future();
+  start([promise](Result result) { promise->set_value(std::move(result)); });
+  return future.get();
+}
+
 }  // namespace
 
 std::string_view OutcomeName(Outcome outcome) {
@@ -410,102 +739,43 @@ std::string_view OutcomeName(Outcome outcome) {
 
 std::string SrvRecord::Identity() const { return SrvIdentity(target, port); }
 
+std::shared_ptr<PendingLookup> StartSrvLookup(std::string_view name,
+                                              const LookupOptions& options,
+                                              LookupClock::time_point deadline,
+                                              SrvCallback done) {
+  auto lookup =
+      std::make_shared<SrvLookup>(name, options, deadline, std::move(done));
+  DnsThread::Get().Add(lookup);
+  return lookup;
+}
+
+std::shared_ptr<PendingLookup> StartAddressLookups(
+    const std::vector<std::string>& names, const LookupOptions& options,
+    LookupClock::time_point deadline, AddressesCallback done,
+    Families families) {
+  auto lookup = std::make_shared<AddressLookup>(names, options, families,
+                                                deadline, std::move(done));
+  DnsThread::Get().Add(lookup);
+  return lookup;
+}
+
+int OpenLookupsForTesting() { return DnsThread::Get().open(); }
+
 SrvResult LookupSrv(std::string_view name, const LookupOptions& options) {
-  SrvResult result;
-  const std::string prefix =
-      Cat("SRV ", name, " via ", ServerText(options), ": ");
-  if (name.empty()) {
-    result.outcome = Outcome::kError;
-    result.message = Cat(prefix, "empty name");
-    return result;
-  }
-  // The queries outlive the channel: ares_destroy would call back.
-  int pending = 1;
-  Query query;
-  query.pending = &pending;
-  Channel channel;
-  if (const int status = channel.Init(options); status != ARES_SUCCESS) {
-    result.outcome = Outcome::kError;
-    result.message =
-        Cat(prefix, "cannot set up c-ares (", StatusText(status), ")");
-    return result;
-  }
-  const Clock::time_point deadline = Clock::now() + options.timeout;
-  const std::string name_text(name);
-  ares_query(channel.get(), name_text.c_str(), ns_c_in, ns_t_srv, OnAnswer,
-             &query);
-  channel.Run(&pending, deadline);
-  int status = query.done ? query.status : ARES_ECANCELLED;
-  size_t dot_targets = 0;
-  if (status == ARES_SUCCESS) {
-    status = ParseSrvRecords(query, &result.records, &dot_targets);
-  }
-  if (status == ARES_SUCCESS && result.records.empty()) {
-    result.outcome = Outcome::kNoRecords;
-    result.message = Cat(prefix, "no records (", dot_targets,
-                         " with target \".\": the service is not available)");
-    return result;
-  }
-  result.outcome = Classify(status);
-  result.message =
-      Cat(prefix, Describe(status, result.records.size(), options.timeout));
-  if (dot_targets > 0) {
-    Append(&result.message, "; ", dot_targets, " with target \".\" left out");
-  }
-  return result;
+  return Await<SrvResult>([&](SrvCallback done) {
+    StartSrvLookup(name, options, Clock::now() + options.timeout,
+                   std::move(done));
+  });
 }
 
 AddressResult LookupAddresses(std::string_view name,
                               const LookupOptions& options, Families families) {
-  AddressResult result;
-  const std::string prefix = Cat(families == Families::kIpv4   ? "A "
-                                 : families == Families::kIpv6 ? "AAAA "
-                                                               : "A/AAAA ",
-                                 name, " via ", ServerText(options), ": ");
-  if (name.empty()) {
-    result.outcome = result.ipv4 = result.ipv6 = Outcome::kError;
-    result.message = Cat(prefix, "empty name");
-    return result;
-  }
-  // The queries outlive the channel: ares_destroy would call back.
-  int pending = 0;
-  Query query4;
-  Query query6;
-  query4.pending = query6.pending = &pending;
-  Channel channel;
-  if (const int status = channel.Init(options); status != ARES_SUCCESS) {
-    result.outcome = result.ipv4 = result.ipv6 = Outcome::kError;
-    result.message =
-        Cat(prefix, "cannot set up c-ares (", StatusText(status), ")");
-    return result;
-  }
-  const std::string name_text(name);
-  const bool want4 = families != Families::kIpv6;
-  const bool want6 = families != Families::kIpv4;
-  // search: the channel has ARES_FLAG_NOSEARCH with an explicit server.
-  if (want4) {
-    ++pending;
-    ares_search(channel.get(), name_text.c_str(), ns_c_in, ns_t_a, OnAnswer,
-                &query4);
-  }
-  if (want6) {
-    ++pending;
-    ares_search(channel.get(), name_text.c_str(), ns_c_in, ns_t_aaaa, OnAnswer,
-                &query6);
-  }
-  channel.Run(&pending, Clock::now() + options.timeout);
-
-  std::vector<std::string> parts;
-  if (want4) {
-    parts.push_back(FinishFamily(query4, IpFamily::kIpv4, options.timeout,
-                                 &result.ipv4, &result.addresses));
-  }
-  if (want6) {
-    parts.push_back(FinishFamily(query6, IpFamily::kIpv6, options.timeout,
-                                 &result.ipv6, &result.addresses));
-  }
-  Summarize(want4, want6, prefix, parts, &result);
-  return result;
+  return Await<std::vector<AddressResult>>([&](AddressesCallback done) {
+           StartAddressLookups({std::string(name)}, options,
+                               Clock::now() + options.timeout, std::move(done),
+                               families);
+         })
+      .front();
 }
 
 }  // namespace poise::dns

@@ -1,11 +1,19 @@
-// Blocking DNS lookups with c-ares for the poise-dns and poise-srv resolvers:
-// SRV records with their target names (gRPC 1.51's own SRV lookup returns
-// addresses only) and A/AAAA addresses of one name.
+// DNS lookups with c-ares for the poise-dns and poise-srv resolvers: SRV
+// records with their target names (gRPC 1.51's own SRV lookup returns
+// addresses only) and A/AAAA addresses of names.
 //
-// Each call makes its own c-ares channel, runs it to completion or to the
-// call's timeout and destroys it, so calls from several threads at once are
-// safe (c-ares channels are independent; ares_library_init runs once). The
-// resolvers run them off gRPC's work serializer.
+// Asynchronous: StartSrvLookup() and StartAddressLookups() send their
+// queries and return; the queries of one call go out together (all names,
+// both families) on one c-ares channel of their own, and one deadline ends
+// them all. One thread per process, "poise-dns" (started by the first
+// lookup), drives every lookup in flight: it waits in poll() on their
+// sockets and c-ares timeouts, and calls a lookup's callback once each of its
+// queries is answered or its deadline has passed. So a DNS server that does
+// not answer holds sockets and a deadline per lookup, never a thread, and
+// however many lookups wait, the thread sleeps in poll(). Callbacks run on
+// that thread: they must be short and must not block (the resolvers hand the
+// result on to gRPC's event engine). LookupSrv() and LookupAddresses() are
+// the blocking forms, for tools and tests.
 //
 // The outcome tells a resolver what to do with its last good list:
 //   kFound      at least one record: use it;
@@ -29,6 +37,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,11 +56,13 @@ std::string_view OutcomeName(Outcome outcome);
 struct LookupOptions {
   // The server to ask; nullopt: the system's resolver configuration.
   std::optional<DnsServer> server;
-  // For the whole call (both families of LookupAddresses run in parallel
-  // within it). Past it the call returns kNoAnswer.
+  // For the whole call of the blocking forms (every query of a call runs in
+  // parallel within it; past it they return kNoAnswer). The asynchronous
+  // forms take a deadline instead.
   std::chrono::milliseconds timeout{5000};
   // Tries of each server within the timeout (c-ares doubles the wait after
-  // each round: the first try gets timeout / (2^attempts - 1)).
+  // each round: the first try gets timeout / (2^attempts - 1); with a
+  // deadline, the time left to it counts as the timeout).
   int attempts = 2;
   // Test hooks for the system configuration (no server): read this file
   // instead of /etc/resolv.conf, and send to this port instead of 53 (a
@@ -104,10 +116,49 @@ struct AddressResult {
   std::string message;
 };
 
-// The SRV records of name ("_grpc._tcp.web.default.svc.cluster.local").
+using LookupClock = std::chrono::steady_clock;
+
+// A lookup in flight on the poise-dns thread.
+class PendingLookup {
+ public:
+  PendingLookup() = default;
+  PendingLookup(const PendingLookup&) = delete;
+  PendingLookup& operator=(const PendingLookup&) = delete;
+  virtual ~PendingLookup() = default;
+
+  // Returns at once; the thread closes the lookup's sockets soon after.
+  // True: the callback had not started and never will (it is destroyed by
+  // this call, on the calling thread). False: it has started or run, or the
+  // lookup was cancelled already.
+  virtual bool Cancel() = 0;
+};
+
+using SrvCallback = std::function<void(SrvResult)>;
+// One result per name, in the order of the names.
+using AddressesCallback = std::function<void(std::vector<AddressResult>)>;
+
+// The SRV records of name; `done` runs on the poise-dns thread, at the
+// latest at `deadline` (unless cancelled). options.timeout is not used.
+std::shared_ptr<PendingLookup> StartSrvLookup(std::string_view name,
+                                              const LookupOptions& options,
+                                              LookupClock::time_point deadline,
+                                              SrvCallback done);
+
+// The addresses of each of `names`, all queried at once; `done` as above.
+std::shared_ptr<PendingLookup> StartAddressLookups(
+    const std::vector<std::string>& names, const LookupOptions& options,
+    LookupClock::time_point deadline, AddressesCallback done,
+    Families families = Families::kBoth);
+
+// Lookups started and not yet closed by the poise-dns thread (done or
+// cancelled): what a test of cancellation waits to see at zero.
+int OpenLookupsForTesting();
+
+// The SRV records of name ("_grpc._tcp.web.default.svc.cluster.local"),
+// blocking for at most options.timeout.
 SrvResult LookupSrv(std::string_view name, const LookupOptions& options = {});
 
-// The A and/or AAAA records of name.
+// The A and/or AAAA records of name, blocking for at most options.timeout.
 AddressResult LookupAddresses(std::string_view name,
                               const LookupOptions& options = {},
                               Families families = Families::kBoth);

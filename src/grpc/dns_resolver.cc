@@ -3,14 +3,23 @@
 // Both are gRPC PollingResolvers: re-resolution when the policy asks, with
 // GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS (30 s by default) between two
 // resolutions and gRPC's DNS backoff after a failed one, plus a periodic
-// refresh every kDnsRefreshIntervalArg (30 s by default). The lookups block,
-// so they run on gRPC's resolver executor, never on the work serializer;
-// OnRequestComplete() hops back.
+// refresh every kDnsRefreshIntervalArg (30 s by default).
 //
-// A/AAAA: with an authority, c-ares against that server (poise::dns), which
-// tells "no records" from "no answer"; without one, gRPC's own DNS resolver
-// interface (GetDNSResolver(), which honours GRPC_DNS_RESOLVER). SRV: always
-// c-ares (gRPC 1.51's LookupSRV drops the target names).
+// A resolution round (LookupRequest) blocks no thread: every name of the
+// target is looked up at once and the round has one deadline, the query
+// timeout (GRPC_ARG_DNS_ARES_QUERY_TIMEOUT_MS, 5 s by default); poise-srv
+// looks its SRV name up first, then the targets within what is left. With a
+// DNS server in the target, c-ares on the poise-dns thread does the lookups
+// (poise::dns); without one, SRV likewise (with the system's configuration)
+// and A/AAAA through gRPC's own asynchronous DNS resolver interface
+// (GetDNSResolver()->LookupHostname, which honours GRPC_DNS_RESOLVER). Each
+// step continues on gRPC's event engine; the result reaches the channel
+// through PollingResolver::OnRequestComplete (the work serializer). Shutting
+// the resolver down cancels the lookups in flight and drops their result.
+//
+// With a server, c-ares tells "no records" from "no answer"; gRPC's interface
+// reports failures as text only (ClassifyGrpcError). SRV always uses c-ares
+// (gRPC 1.51's LookupSRV drops the target names).
 //
 // Every address gets the per-address channel arg kIdentityAddressArg.
 #include "src/grpc/dns_resolver.h"
@@ -21,6 +30,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -40,6 +50,7 @@
 #include "src/core/lib/backoff/backoff.h"
 #include "src/core/lib/channel/channel_args.h"
 #include "src/core/lib/debug/trace.h"
+#include "src/core/lib/event_engine/default_event_engine.h"
 #include "src/core/lib/gprpp/debug_location.h"
 #include "src/core/lib/gprpp/orphanable.h"
 #include "src/core/lib/gprpp/ref_counted_ptr.h"
@@ -48,7 +59,6 @@
 #include "src/core/lib/iomgr/closure.h"
 #include "src/core/lib/iomgr/error.h"
 #include "src/core/lib/iomgr/exec_ctx.h"
-#include "src/core/lib/iomgr/executor.h"
 #include "src/core/lib/iomgr/resolve_address.h"
 #include "src/core/lib/iomgr/resolved_address.h"
 #include "src/core/lib/iomgr/timer.h"
@@ -89,12 +99,26 @@ constexpr Duration kDefaultMinTimeBetweenResolutions = Duration::Seconds(30);
 constexpr Duration kDefaultRefreshInterval = Duration::Seconds(30);
 constexpr std::chrono::milliseconds kDefaultQueryTimeout{5000};
 
+// One name of a round: what to look up, and the identity of its backend.
+struct HostToFind {
+  std::string host;
+  uint16_t port = 0;
+  std::string identity;
+};
+
 // One backend as one resolution saw it.
 struct NameResult {
   std::string identity;
   dns::Outcome outcome = dns::Outcome::kError;
   std::vector<grpc_resolved_address> addresses;  // kFound: never empty
   std::string message;
+};
+
+// What one resolution round found.
+struct RoundResult {
+  std::vector<NameResult> names;
+  std::string srv_error;  // the SRV name did not resolve: why
+  bool srv_no_answer = false;
 };
 
 // gRPC's interface reports failures as text only: getaddrinfo's EAI_AGAIN
@@ -112,33 +136,8 @@ dns::Outcome ClassifyGrpcError(const absl::Status& status) {
   return dns::Outcome::kNoRecords;
 }
 
-NameResult LookupHost(const dns::Target& target, const std::string& host,
-                      uint16_t port, std::string identity,
-                      const dns::LookupOptions& options) {
-  NameResult result;
-  result.identity = std::move(identity);
-  if (target.server.has_value()) {
-    dns::AddressResult found = dns::LookupAddresses(host, options);
-    result.outcome = found.outcome;
-    result.message = std::move(found.message);
-    for (const dns::Address& address : found.addresses) {
-      auto parsed = grpc_core::StringToSockaddr(address.ip, port);
-      if (parsed.ok()) result.addresses.push_back(*parsed);
-    }
-  } else {
-    auto found = grpc_core::GetDNSResolver()->LookupHostnameBlocking(
-        host, std::to_string(port));
-    if (found.ok()) {
-      result.addresses = std::move(*found);
-      result.outcome = result.addresses.empty() ? dns::Outcome::kNoRecords
-                                                : dns::Outcome::kFound;
-      result.message = absl::StrCat(host, ": ", result.addresses.size(),
-                                    " addresses (system resolver)");
-    } else {
-      result.outcome = ClassifyGrpcError(found.status());
-      result.message = absl::StrCat(host, ": ", found.status().ToString());
-    }
-  }
+// A name found without a usable address is an error, not a backend.
+NameResult Checked(NameResult result) {
   if (result.outcome == dns::Outcome::kFound && result.addresses.empty()) {
     result.outcome = dns::Outcome::kError;
     result.message += " (no usable address)";
@@ -146,23 +145,79 @@ NameResult LookupHost(const dns::Target& target, const std::string& host,
   return result;
 }
 
+// `host` as c-ares answered for it.
+NameResult FromDnsAnswer(const HostToFind& host, dns::AddressResult found) {
+  NameResult result;
+  result.identity = host.identity;
+  result.outcome = found.outcome;
+  result.message = std::move(found.message);
+  for (const dns::Address& address : found.addresses) {
+    auto parsed = grpc_core::StringToSockaddr(address.ip, host.port);
+    if (parsed.ok()) result.addresses.push_back(*parsed);
+  }
+  return Checked(std::move(result));
+}
+
+// `host` as gRPC's DNS resolver interface answered for it.
+NameResult FromGrpcAnswer(
+    const HostToFind& host,
+    absl::StatusOr<std::vector<grpc_resolved_address>> found) {
+  NameResult result;
+  result.identity = host.identity;
+  if (found.ok()) {
+    result.addresses = *std::move(found);
+    result.outcome = result.addresses.empty() ? dns::Outcome::kNoRecords
+                                              : dns::Outcome::kFound;
+    result.message = absl::StrCat(host.host, ": ", result.addresses.size(),
+                                  " addresses (system resolver)");
+  } else {
+    result.outcome = ClassifyGrpcError(found.status());
+    result.message = absl::StrCat(host.host, ": ", found.status().ToString());
+  }
+  return Checked(std::move(result));
+}
+
 class PoiseResolver;
 
-// One resolution in flight, on gRPC's resolver executor. Orphaning it (the
-// channel shut the resolver down) lets the lookup finish and its result be
-// dropped by PollingResolver (which then knows it is shut down).
+// One resolution round (see the top of the file). Orphaning it (the channel
+// shut the resolver down) cancels its lookups and drops their result.
 class LookupRequest final
     : public grpc_core::InternallyRefCounted<LookupRequest> {
  public:
   explicit LookupRequest(RefCountedPtr<PoiseResolver> resolver);
-  void Orphan() override { Unref(); }
+  void Orphan() override;
 
  private:
-  // NOLINTNEXTLINE(performance-unnecessary-value-param): grpc_iomgr_cb_func
-  static void Run(void* arg, grpc_error_handle error);
+  using SystemAnswer = absl::StatusOr<std::vector<grpc_resolved_address>>;
 
-  RefCountedPtr<PoiseResolver> resolver_;
-  grpc_closure closure_;
+  // Looks `hosts` up, all at once.
+  void StartHostsLocked(std::vector<HostToFind> hosts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The steps, each on gRPC's event engine (OnSystemAnswer: where gRPC's
+  // DNS resolver calls back).
+  void OnSrv(dns::SrvResult&& srv);
+  void OnAddresses(std::vector<dns::AddressResult>&& found);
+  void OnSystemAnswer(size_t index, SystemAnswer found);
+  // Hands the round to the resolver unless it was cancelled.
+  void Deliver(RoundResult round);
+
+  // A callback for the poise-dns thread that runs `step` with its result on
+  // gRPC's event engine, under an ExecCtx, holding a ref to this request.
+  template <typename Result>
+  std::function<void(Result)> OnEventEngine(
+      void (LookupRequest::*step)(Result&&));
+
+  const RefCountedPtr<PoiseResolver> resolver_;
+  const dns::LookupClock::time_point deadline_;
+  grpc_core::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<dns::PendingLookup> lookup_ ABSL_GUARDED_BY(mu_);
+  std::vector<grpc_core::DNSResolver::TaskHandle> system_lookups_
+      ABSL_GUARDED_BY(mu_);
+  // The names of the address step and, on the system path, their results.
+  std::vector<HostToFind> hosts_ ABSL_GUARDED_BY(mu_);
+  std::vector<NameResult> names_ ABSL_GUARDED_BY(mu_);
+  size_t system_pending_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class PoiseResolver final : public grpc_core::PollingResolver {
@@ -202,64 +257,41 @@ class PoiseResolver final : public grpc_core::PollingResolver {
     PollingResolver::ShutdownLocked();
   }
 
-  // On the executor: looks every name up and reports the result.
-  void ResolveBlocking() {
-    std::vector<NameResult> names;
-    std::string srv_error;
-    bool srv_no_answer = false;
-    if (target_.scheme == dns::Scheme::kDns) {
-      for (const dns::NamedBackend& name : target_.names) {
-        names.push_back(
-            LookupHost(target_, name.host, name.port, name.identity, options_));
-      }
-    } else {
-      dns::SrvResult srv = dns::LookupSrv(target_.srv_name, options_);
-      if (srv.outcome == dns::Outcome::kFound) {
-        std::set<std::string> seen;
-        for (const dns::SrvRecord& record : srv.records) {
-          std::string identity = record.Identity();
-          if (!seen.insert(identity).second) continue;
-          names.push_back(LookupHost(target_, record.target, record.port,
-                                     std::move(identity), options_));
-        }
-      } else if (srv.outcome == dns::Outcome::kNoRecords) {
-        srv_error = absl::StrCat("SRV name ", target_.srv_name,
-                                 " has no records (", srv.message, ")");
-      } else {
-        srv_no_answer = true;
-        srv_error = absl::StrCat("SRV name ", target_.srv_name, ": ",
-                                 std::string(dns::OutcomeName(srv.outcome)),
-                                 " (", srv.message, ")");
-      }
-    }
-    OnRequestComplete(Merge(std::move(names), srv_error, srv_no_answer));
+  const dns::Target& target() const { return target_; }
+  const dns::LookupOptions& options() const { return options_; }
+  grpc_pollset_set* pollset_set() const { return interested_parties(); }
+  grpc_event_engine::experimental::EventEngine& event_engine() const {
+    return *event_engine_;
   }
+
+  // A round's result: merged with the last good list, to the channel.
+  void OnRoundDone(RoundResult round) { OnRequestComplete(Merge(round)); }
 
  private:
   // Combines this resolution with the last good list: found names replace
   // theirs, names without records are dropped, names without an answer keep
   // their last good addresses.
-  Result Merge(std::vector<NameResult> names, const std::string& srv_error,
-               bool srv_no_answer) {
+  Result Merge(RoundResult& round) {
     const std::string scheme(dns::SchemeName(target_.scheme));
     const grpc_core::MutexLock lock(&mu_);
     Result result;
     result.args = channel_args();
-    if (!srv_error.empty()) {
-      result.addresses = SrvFailureLocked(scheme, srv_error, srv_no_answer);
+    if (!round.srv_error.empty()) {
+      result.addresses =
+          SrvFailureLocked(scheme, round.srv_error, round.srv_no_answer);
       return result;
     }
     std::vector<NameResult> kept;
     std::vector<std::string> failures;
-    for (NameResult& name : names) {
+    for (NameResult& name : round.names) {
       MergeNameLocked(scheme, name, &kept, &failures);
     }
     if (kept.empty()) {
       const std::string what =
-          names.empty() ? absl::StrCat("SRV name ", target_.srv_name,
-                                       " has no usable records")
-                        : absl::StrCat("no name resolved: ",
-                                       absl::StrJoin(failures, ", "));
+          round.names.empty() ? absl::StrCat("SRV name ", target_.srv_name,
+                                             " has no usable records")
+                              : absl::StrCat("no name resolved: ",
+                                             absl::StrJoin(failures, ", "));
       result.addresses = absl::UnavailableError(
           absl::StrCat(scheme, " resolution failed: ", what));
       last_good_.clear();
@@ -368,6 +400,9 @@ class PoiseResolver final : public grpc_core::PollingResolver {
   }
 
   const std::shared_ptr<grpc_core::WorkSerializer> work_serializer_;
+  // gRPC's default event engine, held: the rounds continue on it.
+  const std::shared_ptr<grpc_event_engine::experimental::EventEngine>
+      event_engine_ = grpc_event_engine::experimental::GetDefaultEventEngine();
   const dns::Target target_;
   const Duration refresh_interval_;
   dns::LookupOptions options_;
@@ -378,25 +413,155 @@ class PoiseResolver final : public grpc_core::PollingResolver {
   grpc_timer refresh_timer_;
   grpc_closure on_refresh_;
 
-  // The last good list, by the one request at a time on the executor.
+  // The last good list, by the one round at a time.
   grpc_core::Mutex mu_;
   std::vector<NameResult> last_good_ ABSL_GUARDED_BY(mu_);
 };
 
 LookupRequest::LookupRequest(RefCountedPtr<PoiseResolver> resolver)
-    : resolver_(std::move(resolver)) {
-  Ref().release();  // For Run().
-  GRPC_CLOSURE_INIT(&closure_, Run, this, nullptr);
-  grpc_core::Executor::Run(&closure_, absl::OkStatus(),
-                           grpc_core::ExecutorType::RESOLVER,
-                           grpc_core::ExecutorJobType::LONG);
+    : resolver_(std::move(resolver)),
+      deadline_(dns::LookupClock::now() + resolver_->options().timeout) {
+  const dns::Target& target = resolver_->target();
+  const grpc_core::MutexLock lock(&mu_);
+  if (target.scheme == dns::Scheme::kSrv) {
+    lookup_ =
+        dns::StartSrvLookup(target.srv_name, resolver_->options(), deadline_,
+                            OnEventEngine(&LookupRequest::OnSrv));
+    return;
+  }
+  std::vector<HostToFind> hosts;
+  hosts.reserve(target.names.size());
+  for (const dns::NamedBackend& name : target.names) {
+    hosts.push_back({name.host, name.port, name.identity});
+  }
+  StartHostsLocked(std::move(hosts));
 }
 
-// NOLINTNEXTLINE(performance-unnecessary-value-param): grpc_iomgr_cb_func
-void LookupRequest::Run(void* arg, grpc_error_handle /*error*/) {
-  auto* self = static_cast<LookupRequest*>(arg);
-  self->resolver_->ResolveBlocking();
-  self->Unref();
+void LookupRequest::Orphan() {
+  std::shared_ptr<dns::PendingLookup> lookup;
+  std::vector<grpc_core::DNSResolver::TaskHandle> system_lookups;
+  {
+    const grpc_core::MutexLock lock(&mu_);
+    cancelled_ = true;
+    lookup = std::move(lookup_);
+    system_lookups = std::move(system_lookups_);
+  }
+  if (lookup != nullptr) lookup->Cancel();
+  for (const auto& handle : system_lookups) {
+    grpc_core::GetDNSResolver()->Cancel(handle);
+  }
+  Unref(DEBUG_LOCATION, "Orphan");
+}
+
+template <typename Result>
+std::function<void(Result)> LookupRequest::OnEventEngine(
+    void (LookupRequest::*step)(Result&&)) {
+  return [self = Ref(DEBUG_LOCATION, "lookup"), step](Result result) mutable {
+    // Runs once, on the poise-dns thread: the ref moves on with the step.
+    grpc_event_engine::experimental::EventEngine& engine =
+        self->resolver_->event_engine();
+    engine.Run(
+        [self = std::move(self), step, result = std::move(result)]() mutable {
+          grpc_core::ApplicationCallbackExecCtx app_exec_ctx;
+          grpc_core::ExecCtx exec_ctx;
+          ((*self).*step)(std::move(result));
+          self.reset();
+        });
+  };
+}
+
+void LookupRequest::StartHostsLocked(std::vector<HostToFind> hosts) {
+  hosts_ = std::move(hosts);
+  // No names (not expected): c-ares's lookup of none ends the round too.
+  if (resolver_->target().server.has_value() || hosts_.empty()) {
+    std::vector<std::string> names;
+    names.reserve(hosts_.size());
+    for (const HostToFind& host : hosts_) names.push_back(host.host);
+    lookup_ =
+        dns::StartAddressLookups(names, resolver_->options(), deadline_,
+                                 OnEventEngine(&LookupRequest::OnAddresses));
+    return;
+  }
+  // gRPC's resolver interface, one lookup per name, all started now.
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+      deadline_ - dns::LookupClock::now());
+  const Duration timeout =
+      Duration::Milliseconds(std::max<int64_t>(1, left.count()));
+  names_.resize(hosts_.size());
+  system_pending_ = hosts_.size();
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    system_lookups_.push_back(grpc_core::GetDNSResolver()->LookupHostname(
+        [self = Ref(DEBUG_LOCATION, "system lookup"), i](SystemAnswer found) {
+          self->OnSystemAnswer(i, std::move(found));
+        },
+        hosts_[i].host, std::to_string(hosts_[i].port), timeout,
+        resolver_->pollset_set(), /*name_server=*/""));
+  }
+}
+
+void LookupRequest::OnSrv(dns::SrvResult&& srv) {
+  RoundResult round;
+  {
+    const grpc_core::MutexLock lock(&mu_);
+    if (cancelled_) return;
+    lookup_.reset();
+    const dns::Target& target = resolver_->target();
+    if (srv.outcome == dns::Outcome::kFound) {
+      std::set<std::string> seen;
+      std::vector<HostToFind> hosts;
+      for (const dns::SrvRecord& record : srv.records) {
+        std::string identity = record.Identity();
+        if (!seen.insert(identity).second) continue;
+        hosts.push_back({record.target, record.port, std::move(identity)});
+      }
+      StartHostsLocked(std::move(hosts));
+      return;
+    }
+    if (srv.outcome == dns::Outcome::kNoRecords) {
+      round.srv_error = absl::StrCat("SRV name ", target.srv_name,
+                                     " has no records (", srv.message, ")");
+    } else {
+      round.srv_no_answer = true;
+      round.srv_error = absl::StrCat("SRV name ", target.srv_name, ": ",
+                                     std::string(dns::OutcomeName(srv.outcome)),
+                                     " (", srv.message, ")");
+    }
+  }
+  Deliver(std::move(round));
+}
+
+void LookupRequest::OnAddresses(std::vector<dns::AddressResult>&& found) {
+  RoundResult round;
+  {
+    const grpc_core::MutexLock lock(&mu_);
+    if (cancelled_) return;
+    lookup_.reset();
+    for (size_t i = 0; i < hosts_.size() && i < found.size(); ++i) {
+      round.names.push_back(FromDnsAnswer(hosts_[i], std::move(found[i])));
+    }
+  }
+  Deliver(std::move(round));
+}
+
+void LookupRequest::OnSystemAnswer(size_t index, SystemAnswer found) {
+  RoundResult round;
+  {
+    const grpc_core::MutexLock lock(&mu_);
+    if (cancelled_) return;
+    names_[index] = FromGrpcAnswer(hosts_[index], std::move(found));
+    if (--system_pending_ > 0) return;
+    system_lookups_.clear();
+    round.names = std::move(names_);
+  }
+  Deliver(std::move(round));
+}
+
+void LookupRequest::Deliver(RoundResult round) {
+  {
+    const grpc_core::MutexLock lock(&mu_);
+    if (cancelled_) return;
+  }
+  resolver_->OnRoundDone(std::move(round));
 }
 
 // A target that does not parse: the channel goes TRANSIENT_FAILURE with the

@@ -3,16 +3,19 @@
 #ifndef POISE_SRC_GRPC_SLOW_START_CLOCK_H_
 #define POISE_SRC_GRPC_SLOW_START_CLOCK_H_
 
-#include "absl/time/time.h"
+#include "src/router/ramp_time.h"
 
 namespace poise::grpc_lb::internal {
 
-using SlowStartClock = absl::Time (*)();
+// A monotonic clock: readings never go back.
+using SlowStartClock = router::RampTime (*)();
 
-// Replaces absl::Now() as slow start's clock (nullptr: absl::Now() again).
-// Timers still run on gRPC's event engine, for the delay this clock gives.
+// Replaces std::chrono::steady_clock as slow start's clock (nullptr: the
+// steady clock again). Ramp positions and step timers follow this clock,
+// never the wall clock; the timers run on gRPC's event engine (monotonic
+// too), for the delay this clock gives.
 void SetSlowStartClockForTesting(SlowStartClock clock);
-absl::Time SlowStartNow();
+router::RampTime SlowStartNow();
 
 // Slow-start step timers scheduled on the event engine and neither run nor
 // cancelled.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "absl/time/time.h"
 #include "src/core/lib/gprpp/debug_location.h"
 #include "src/core/lib/iomgr/exec_ctx.h"
 #include "src/grpc/rendezvous_trace.h"
@@ -24,9 +25,11 @@ std::atomic<int> g_pending_slow_start_timers{0};
 void SetSlowStartClockForTesting(SlowStartClock clock) {
   g_slow_start_clock.store(clock);
 }
-absl::Time SlowStartNow() {
+router::RampTime SlowStartNow() {
   const SlowStartClock clock = g_slow_start_clock.load();
-  return clock != nullptr ? clock() : absl::Now();
+  return clock != nullptr
+             ? clock()
+             : router::RampTime::Of(std::chrono::steady_clock::now());
 }
 int PendingSlowStartTimersForTesting() {
   return g_pending_slow_start_timers.load();
@@ -82,7 +85,7 @@ void SlowStartTimer::TraceStepsLocked(
 }
 
 void SlowStartTimer::ScheduleStepTimerLocked(
-    absl::Time at,
+    router::RampTime at,
     grpc_core::RefCountedPtr<grpc_core::LoadBalancingPolicy> policy) {
   if (step_timer_.has_value() && step_timer_at_ == at) return;
   CancelStepTimerLocked();

@@ -15,12 +15,12 @@
 #include <optional>
 #include <vector>
 
-#include "absl/time/time.h"
 #include "src/core/lib/event_engine/default_event_engine.h"
 #include "src/core/lib/gprpp/ref_counted_ptr.h"
 #include "src/core/lib/gprpp/work_serializer.h"
 #include "src/core/lib/load_balancing/lb_policy.h"
 #include "src/router/backend_set.h"
+#include "src/router/ramp_time.h"
 #include "src/router/slow_start.h"
 
 namespace poise::grpc_lb {
@@ -46,7 +46,7 @@ class SlowStartTimer final {
   void TraceStepsLocked(const router::SlowStart::Weights& w,
                         const std::vector<router::ListedBackend>& backends);
   void ScheduleStepTimerLocked(
-      absl::Time at,
+      router::RampTime at,
       grpc_core::RefCountedPtr<grpc_core::LoadBalancingPolicy> policy);
   void OnStepTimerLocked();
 
@@ -60,7 +60,7 @@ class SlowStartTimer final {
   // The pending step timer on the event engine, and when it is due.
   std::optional<grpc_event_engine::experimental::EventEngine::TaskHandle>
       step_timer_;
-  absl::Time step_timer_at_;
+  router::RampTime step_timer_at_;
 };
 
 }  // namespace poise::grpc_lb

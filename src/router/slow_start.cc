@@ -58,7 +58,7 @@ SlowStart::SlowStart(const SlowStartConfig& config) : config_(config) {}
 
 SlowStart::Weights SlowStart::Observe(const BackendList& list,
                                       const std::vector<BackendState>& states,
-                                      absl::Time now) {
+                                      RampTime now) {
   const absl::flat_hash_set<std::string_view> listed =
       RecordListed(list, states, now);
   RecordUnlisted(listed, now);
@@ -69,7 +69,7 @@ SlowStart::Weights SlowStart::Observe(const BackendList& list,
 
 absl::flat_hash_set<std::string_view> SlowStart::RecordListed(
     const BackendList& list, const std::vector<BackendState>& states,
-    absl::Time now) {
+    RampTime now) {
   absl::flat_hash_set<std::string_view> listed;
   listed.reserve(list.backends.size());
   bool any_ready = false;
@@ -95,7 +95,7 @@ SlowStart::Record& SlowStart::RecordOf(std::string_view identity) {
   return it->second;
 }
 
-void SlowStart::SetReady(Record& r, bool ready, absl::Time now) const {
+void SlowStart::SetReady(Record& r, bool ready, RampTime now) const {
   if (ready && !r.ready) {
     const bool long_outage =
         r.down_since.has_value() && now - *r.down_since >= config_.window;
@@ -109,7 +109,7 @@ void SlowStart::SetReady(Record& r, bool ready, absl::Time now) const {
 }
 
 void SlowStart::RecordUnlisted(
-    const absl::flat_hash_set<std::string_view>& listed, absl::Time now) {
+    const absl::flat_hash_set<std::string_view>& listed, RampTime now) {
   for (auto it = records_.begin(); it != records_.end();) {
     Record& r = it->second;
     if (listed.contains(it->first)) {
@@ -129,7 +129,7 @@ void SlowStart::RecordUnlisted(
 }
 
 SlowStart::Weights SlowStart::ProgressAt(const BackendList& list,
-                                         absl::Time now) {
+                                         RampTime now) {
   const absl::Duration window = config_.window;
   const uint32_t steps = StepsFor(config_.min_weight_percent);
   Weights out;
@@ -143,7 +143,7 @@ SlowStart::Weights SlowStart::ProgressAt(const BackendList& list,
       continue;
     }
     out.progress[i] = Progress{step, steps};
-    const absl::Time next = *r.started_at + StepOffset(window, step + 1, steps);
+    const RampTime next = *r.started_at + StepOffset(window, step + 1, steps);
     if (!out.next_step.has_value() || next < *out.next_step) {
       out.next_step = next;
     }

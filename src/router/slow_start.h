@@ -45,7 +45,9 @@
 //     forgotten.
 //
 // Not thread-safe: the policy calls it from its work serializer. Time is
-// passed in, so tests drive it with any clock.
+// passed in as a RampTime, a monotonic clock's reading (the policies' is
+// std::chrono::steady_clock; never the wall clock, which NTP or a VM resume
+// can step back or forward), so tests drive it with any clock.
 #ifndef POISE_SRC_ROUTER_SLOW_START_H_
 #define POISE_SRC_ROUTER_SLOW_START_H_
 
@@ -61,6 +63,7 @@
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
 #include "src/router/connectivity.h"
+#include "src/router/ramp_time.h"
 
 namespace poise::router {
 
@@ -99,7 +102,7 @@ class SlowStart final {
     std::vector<std::optional<Progress>> progress;
     // When the next step of some backend's slow start starts; nullopt: no
     // slow start in progress.
-    std::optional<absl::Time> next_step;
+    std::optional<RampTime> next_step;
     bool in_progress() const { return next_step.has_value(); }
   };
 
@@ -111,30 +114,30 @@ class SlowStart final {
   // `now`, which never goes back between calls, and returns the effective
   // weights to route with until the next call.
   Weights Observe(const BackendList& list,
-                  const std::vector<BackendState>& states, absl::Time now);
+                  const std::vector<BackendState>& states, RampTime now);
 
  private:
   struct Record {
     bool cold = false;  // starts slow start at its next READY
     bool ready = false;
-    std::optional<absl::Time> started_at;  // nullopt: not in slow start
-    std::optional<absl::Time> down_since;  // set while it is not READY
+    std::optional<RampTime> started_at;  // nullopt: not in slow start
+    std::optional<RampTime> down_since;  // set while it is not READY
   };
 
   // The steps of Observe():
   // every listed identity's record brought up to `now` (returns them);
   absl::flat_hash_set<std::string_view> RecordListed(
       const BackendList& list, const std::vector<BackendState>& states,
-      absl::Time now);
+      RampTime now);
   // identities away from the list: down from `now`, forgotten after a
   // window;
   void RecordUnlisted(const absl::flat_hash_set<std::string_view>& listed,
-                      absl::Time now);
+                      RampTime now);
   // where each listed backend is in its slow start and when the next step
   // starts, ended ones dropped (those of identities away from the list run
   // on too: their end matters only when they return, and Observe() is
   // called then);
-  Weights ProgressAt(const BackendList& list, absl::Time now);
+  Weights ProgressAt(const BackendList& list, RampTime now);
   // the scale (SS1) and the effective weights (SS2).
   void SetEffectiveWeights(const BackendList& list, Weights& out) const;
 
@@ -142,7 +145,7 @@ class SlowStart final {
   Record& RecordOf(std::string_view identity);
   // `r` seen READY or not at `now`: a cold one, or one back after a window
   // or more down, starts its slow start.
-  void SetReady(Record& r, bool ready, absl::Time now) const;
+  void SetReady(Record& r, bool ready, RampTime now) const;
 
   SlowStartConfig config_;
   bool ever_ready_ = false;  // some backend has been READY

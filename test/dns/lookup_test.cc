@@ -3,10 +3,14 @@
 #include "src/dns/lookup.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -320,6 +324,125 @@ TEST_F(LookupTest, ConcurrentLookupsFromSeveralThreads) {
   EXPECT_EQ(dead_ok.load(), kDeadThreads * 2);
   // Well under the paused server's 1500 ms: no live lookup waited for it.
   EXPECT_LT(slowest_live_ms.load(), 1000);
+}
+
+// The threads of this process named `name` (/proc/self/task/*/comm).
+int ThreadsNamed(const std::string& name) {
+  int n = 0;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++n;
+  }
+  return n;
+}
+
+// Polls `done` every 5 ms until it holds or `limit` passes.
+template <typename Condition>
+bool Within(milliseconds limit, Condition done) {
+  const Clock::time_point deadline = Clock::now() + limit;
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return true;
+}
+
+// The names of one call are queried together: a silent server costs the
+// call one timeout, not one per name, and every lookup waits on the same
+// thread.
+TEST_F(LookupTest, NamesOfOneCallShareOneTimeout) {
+  ASSERT_TRUE(dns_.Pause());
+  const std::vector<std::string> names = {"web-0.web.test", "web-1.web.test",
+                                          "web-2.web.test", "web-3.web.test"};
+  constexpr int kCalls = 20;
+  const milliseconds timeout(600);
+  std::vector<std::promise<std::vector<AddressResult>>> results(kCalls);
+  std::vector<std::shared_ptr<PendingLookup>> lookups;
+  lookups.reserve(results.size());
+  const Clock::time_point start = Clock::now();
+  for (auto& result : results) {
+    lookups.push_back(
+        StartAddressLookups(names, Via(dns_), start + timeout,
+                            [&result](std::vector<AddressResult> r) {
+                              result.set_value(std::move(r));
+                            }));
+  }
+  EXPECT_EQ(ThreadsNamed("poise-dns"), 1);
+  for (auto& result : results) {
+    const std::vector<AddressResult> found = result.get_future().get();
+    ASSERT_EQ(found.size(), names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+      EXPECT_EQ(found[i].outcome, Outcome::kNoAnswer) << found[i].message;
+      EXPECT_NE(found[i].message.find(names[i]), std::string::npos);
+    }
+  }
+  const auto elapsed =
+      std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+  EXPECT_GE(elapsed.count(), 600);
+  EXPECT_LT(elapsed.count(), 600 + 300) << "one timeout per name?";
+  EXPECT_EQ(ThreadsNamed("poise-dns"), 1);
+  // Answered again once resumed, several names in one call.
+  ASSERT_TRUE(dns_.Resume());
+  std::promise<std::vector<AddressResult>> live;
+  StartAddressLookups(
+      {"web-1.web.test", "gone.web.test"}, Via(dns_),
+      Clock::now() + milliseconds(2000),
+      [&live](std::vector<AddressResult> r) { live.set_value(std::move(r)); });
+  const std::vector<AddressResult> found = live.get_future().get();
+  ASSERT_EQ(found.size(), 2U);
+  EXPECT_EQ(Ips(found[0]),
+            (std::vector<std::string>{"127.0.0.13", "127.0.0.3"}));
+  EXPECT_EQ(found[1].outcome, Outcome::kNoRecords) << found[1].message;
+}
+
+// Cancel returns at once, its callback never runs, and the thread closes the
+// lookup's sockets right after.
+TEST_F(LookupTest, CancelReturnsAtOnceAndTheCallbackNeverRuns) {
+  ASSERT_TRUE(dns_.Pause());
+  const int open_before = OpenLookupsForTesting();
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  // The callback owns a guard: destroying it (Cancel) is observable.
+  auto guard = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = guard;
+  std::shared_ptr<PendingLookup> lookup = StartSrvLookup(
+      kService, Via(dns_), Clock::now() + milliseconds(60000),
+      [ran, guard = std::move(guard)](const SrvResult&) { ++*ran; });
+  ASSERT_EQ(OpenLookupsForTesting(), open_before + 1);
+  const Clock::time_point start = Clock::now();
+  EXPECT_TRUE(lookup->Cancel());
+  EXPECT_LT(Clock::now() - start, milliseconds(50));
+  EXPECT_TRUE(watch.expired()) << "Cancel kept the callback";
+  EXPECT_FALSE(lookup->Cancel());
+  EXPECT_TRUE(Within(milliseconds(100),
+                     [&] { return OpenLookupsForTesting() == open_before; }));
+  EXPECT_EQ(ran->load(), 0);
+
+  // Cancelled after its callback ran: false, and nothing else happens.
+  ASSERT_TRUE(dns_.Resume());
+  std::promise<SrvResult> answered;
+  std::shared_ptr<PendingLookup> done = StartSrvLookup(
+      kService, Via(dns_), Clock::now() + milliseconds(2000),
+      [&answered](SrvResult r) { answered.set_value(std::move(r)); });
+  EXPECT_EQ(answered.get_future().get().records, WebRecords());
+  EXPECT_FALSE(done->Cancel());
+}
+
+// Callbacks run on the poise-dns thread, once each.
+TEST_F(LookupTest, CallbacksRunOnThePoiseDnsThread) {
+  std::promise<std::string> thread_name;
+  std::atomic<int> calls{0};
+  StartSrvLookup(kService, Via(dns_), Clock::now() + milliseconds(2000),
+                 [&](const SrvResult&) {
+                   char name[16] = {};
+                   pthread_getname_np(pthread_self(), name, sizeof name);
+                   if (calls++ == 0) thread_name.set_value(name);
+                 });
+  EXPECT_EQ(thread_name.get_future().get(), "poise-dns");
+  EXPECT_TRUE(
+      Within(milliseconds(2000), [&] { return OpenLookupsForTesting() == 0; }));
+  EXPECT_EQ(calls.load(), 1);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "backend.h"
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
+#include "src/dns/lookup.h"
 #include "test/support/dns_server.h"
 #include "test/support/e2e_harness.h"
 
@@ -349,7 +350,9 @@ TEST(DnsResolverE2e, SilentDnsServerKeepsTheLastGoodList) {
 }
 
 // Without a DNS server in the target, A/AAAA go through gRPC's own resolver
-// interface (the system's configuration; here /etc/hosts' localhost).
+// interface (the system's configuration; here localhost). gRPC's c-ares
+// resolver lists ::1 for localhost as well (RFC 6761) and sorts the
+// addresses (RFC 6724), so the backend listens on both loopback addresses.
 TEST(DnsResolverE2e, SystemResolverNamesTheAddressByItsHost) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -358,20 +361,59 @@ TEST(DnsResolverE2e, SystemResolverNamesTheAddressByItsHost) {
   if (getaddrinfo("localhost", nullptr, &hints, &found) != 0) {
     GTEST_SKIP() << "localhost does not resolve here";
   }
-  const bool ipv4_first = found->ai_family == AF_INET;
   freeaddrinfo(found);
-  if (!ipv4_first) GTEST_SKIP() << "localhost resolves to IPv6 first here";
-  Backend backend("local", kHeader);
-  ASSERT_TRUE(backend.Start().ok());
+  Backend ipv4("local", kHeader);
+  ASSERT_TRUE(ipv4.Start().ok());
+  Backend ipv6("local", kHeader);
+  const bool has_ipv6 = ipv6.StartOn("[::1]", ipv4.port()).ok();
   const std::string label = "dns-system";
-  Client client(absl::StrCat("poise-dns:///LocalHost:", backend.port()),
+  Client client(absl::StrCat("poise-dns:///LocalHost:", ipv4.port()),
                 LbConfig("weighted_rendezvous"), label);
-  EXPECT_EQ(client.Call("k").ServedBy(), "local");
+  CallOptions options;
+  options.deadline = std::chrono::seconds(5);
+  EXPECT_EQ(client.Call("k", options).ServedBy(), "local");
   const auto stats = StatsFor(label);
   ASSERT_EQ(stats.backends.size(), 1U);
   EXPECT_EQ(stats.backends[0].identity,
-            absl::StrCat("localhost:", backend.port()));
-  EXPECT_EQ(stats.backends[0].address, backend.address());
+            absl::StrCat("localhost:", ipv4.port()));
+  const std::set<std::string> addresses = {
+      ipv4.address(), has_ipv6 ? ipv6.address() : ipv4.address()};
+  EXPECT_EQ(addresses.count(stats.backends[0].address), 1U)
+      << stats.backends[0].address;
+}
+
+// Channels destroyed while their lookups run, at every point of a round: on
+// a paused server (queries waiting), on a live one (answers racing the
+// shutdown) and on the system path (gRPC's resolver). Under ASan this is the
+// use-after-free check; every lookup is closed right after.
+TEST(DnsResolverE2e, ChannelsDestroyedWhileTheirLookupsRun) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(2);
+  DnsmasqServer live;
+  ASSERT_TRUE(live.Start(ZoneOf(pods, true)));
+  DnsmasqServer paused;
+  ASSERT_TRUE(paused.Start(ZoneOf(pods, true)));
+  ASSERT_TRUE(paused.Pause());
+  const std::vector<std::string> targets = {
+      DnsTarget(live, pods),
+      absl::StrCat("poise-srv://", live.authority(), "/_grpc._tcp.web.test"),
+      DnsTarget(paused, pods),
+      absl::StrCat("poise-srv://", paused.authority(), "/_grpc._tcp.web.test"),
+      absl::StrCat("poise-dns:///localhost:", pods[0].backend->port()),
+  };
+  constexpr int kRounds = 20;
+  for (int round = 0; round < kRounds; ++round) {
+    for (const std::string& target : targets) {
+      Client client(target, LbConfig("weighted_rendezvous"), "dns-churn",
+                    FastRefresh(300));
+      client.channel()->GetState(true);
+      // From at once to well into the round.
+      std::this_thread::sleep_for(std::chrono::microseconds(round * 250));
+    }
+  }
+  EXPECT_TRUE(WaitFor([] { return dns::OpenLookupsForTesting() == 0; },
+                      std::chrono::seconds(2), std::chrono::milliseconds(5)))
+      << dns::OpenLookupsForTesting() << " lookups still open";
 }
 
 // A call that fails fast on a channel whose resolver failed.

@@ -19,218 +19,56 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "src/core/ext/filters/client_channel/resolver/fake/fake_resolver.h"
-#include "src/core/lib/address_utils/parse_address.h"
-#include "src/core/lib/iomgr/exec_ctx.h"
-#include "src/core/lib/resolver/server_address.h"
 #include "test/support/e2e_harness.h"
 #include "test/support/fake_resolved.h"
+#include "test/support/slow_start_scale_out.h"
 
 namespace poise::grpc_lb {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using example::BackendSet;
-using test_support::CallOptions;
 using test_support::CallOutcome;
 using test_support::Client;
-using test_support::kHeader;
-using test_support::LbConfig;
+using test_support::FakeResolved;
 using test_support::OwnerId;
 using test_support::StatsFor;
 using test_support::TotalInFlight;
 using test_support::WaitFor;
+using test_support::slow_start_scale_out::Clock;
+using test_support::slow_start_scale_out::Find;
+using test_support::slow_start_scale_out::kNew;
+using test_support::slow_start_scale_out::kOld;
+using test_support::slow_start_scale_out::ScaleOutConfig;
+using test_support::slow_start_scale_out::ScaleOutRun;
+using test_support::slow_start_scale_out::ScaleOutUnderLoad;
 
 constexpr std::chrono::milliseconds kWindow{1500};  // "1.5s" below
-constexpr size_t kOld = 4;  // backends 0..3 serve first; 4 joins
-constexpr size_t kNew = 4;
-constexpr int kKeys = 400;
-constexpr int kThreads = 8;  // thread t calls the keys k with k % kThreads == t
-
-using test_support::FakeResolved;
-
-// The owner by the contract among backends 0..count-1 (identities = address
-// texts, weight 1).
-size_t OwnerAmongFirst(const BackendSet& set, size_t count,
-                       const std::string& key) {
-  std::vector<std::string> ids;
-  ids.reserve(count);
-  for (size_t i = 0; i < count; ++i) ids.push_back(set.backend(i).address());
-  std::vector<Candidate> candidates;
-  candidates.reserve(ids.size());
-  for (const auto& id : ids) candidates.push_back({id, 1, true});
-  return WeightedRendezvous::Pick(key, candidates).value();
-}
-
-// One call: which backend served it (-1: failed) and when it ran. Calls of
-// one key come from one thread, one after the other, so a key's
-// observations are in time order as recorded.
-struct Observation {
-  int backend = -1;
-  Clock::time_point start;
-  Clock::time_point end;
-};
-
-// kThreads threads calling their keys round robin until Stop(); the
-// destructor stops and joins them (every exit path of the test).
-class Load {
- public:
-  Load(Client* client, const BackendSet* set,
-       const std::vector<std::string>* keys)
-      : client_(client), set_(set), keys_(keys), per_key_(keys->size()) {
-    for (int t = 0; t < kThreads; ++t) {
-      threads_.emplace_back([this, t] { Run(static_cast<size_t>(t)); });
-    }
-  }
-  ~Load() { Join(); }
-  Load(const Load&) = delete;
-  Load& operator=(const Load&) = delete;
-
-  void Join() {
-    stop_.store(true);
-    for (auto& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
-  int calls() const { return calls_.load(); }
-  int failures() const { return failures_.load(); }
-  // Whether every key has a call that started after `t`.
-  bool EveryKeyCalledAfter(Clock::time_point t) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return std::all_of(per_key_.begin(), per_key_.end(), [&](const auto& obs) {
-      return !obs.empty() && obs.back().start > t;
-    });
-  }
-  // After Join().
-  const std::vector<std::vector<Observation>>& per_key() const {
-    return per_key_;
-  }
-
- private:
-  void Run(size_t t) {
-    CallOptions options;
-    options.deadline = std::chrono::seconds(10);
-    for (size_t k = t; !stop_.load(); k += kThreads) {
-      if (k >= keys_->size()) k = t;
-      Observation obs;
-      obs.start = Clock::now();
-      const CallOutcome out = client_->Call((*keys_)[k], options);
-      obs.end = Clock::now();
-      if (out.status.ok()) {
-        obs.backend = set_->IndexOf(out.backend_id);
-      } else {
-        failures_.fetch_add(1);
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        per_key_[k].push_back(obs);
-      }
-      calls_.fetch_add(1);
-    }
-  }
-
-  Client* const client_;
-  const BackendSet* const set_;
-  const std::vector<std::string>* const keys_;
-  std::vector<std::thread> threads_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> calls_{0};
-  std::atomic<int> failures_{0};
-  std::mutex mu_;  // guards per_key_ while the threads run
-  std::vector<std::vector<Observation>> per_key_;
-};
-
-const BackendStats* Find(const ChannelStats& stats,
-                         const std::string& identity) {
-  for (const auto& b : stats.backends) {
-    if (b.identity == identity) return &b;
-  }
-  return nullptr;
-}
 
 TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
   BackendSet set;
-  ASSERT_TRUE(set.Start(kOld + 1, kHeader).ok());
+  ASSERT_TRUE(set.Start(kOld + 1, test_support::kHeader).ok());
   FakeResolved resolver;
   const std::string label = "slow-start-e2e";
-  const std::string config =
-      LbConfig("weighted_rendezvous",
-               R"("slowStart":{"window":"1.5s","minWeightPercent":10})");
+  const std::string config = ScaleOutConfig("1.5s");
   ASSERT_TRUE(ValidateServiceConfig(config).ok());
   Client client("fake:///poise-slow-start", config, label, resolver.Args());
-  resolver.SetFirst(set, kOld);
-
-  std::vector<std::string> keys;
-  std::vector<size_t> old_owner(kKeys);
-  std::vector<size_t> final_owner(kKeys);
-  for (int k = 0; k < kKeys; ++k) {
-    keys.push_back(absl::StrCat("session-", k));
-    const auto i = static_cast<size_t>(k);
-    old_owner[i] = OwnerAmongFirst(set, kOld, keys[i]);
-    final_owner[i] = OwnerAmongFirst(set, kOld + 1, keys[i]);
-    ASSERT_TRUE(final_owner[i] == old_owner[i] || final_owner[i] == kNew);
-  }
-  const auto moving = static_cast<size_t>(
-      std::count(final_owner.begin(), final_owner.end(), kNew));
+  ScaleOutRun run;
+  ASSERT_TRUE(ScaleOutUnderLoad(set, resolver, client, label, {}, &run));
+  const std::vector<std::string>& keys = run.keys;
+  const std::vector<size_t>& old_owner = run.old_owner;
+  const std::vector<size_t>& final_owner = run.final_owner;
+  const size_t moving = run.moving;
+  const Clock::time_point update = run.update;
+  const Clock::time_point slow_start_seen = run.slow_start_seen;
+  const Clock::time_point slow_start_done = run.slow_start_done;
+  const Clock::time_point settled = run.settled;
+  const uint64_t first_slow_start_weight = run.first_slow_start_weight;
   ASSERT_GT(moving, 40u);  // about a fifth of 400
-
-  // All four READY (each has served a call), then every key at its owner.
-  int warm = 0;
-  ASSERT_TRUE(WaitFor([&] {
-    client.Call(absl::StrCat("warm-up-", warm++));
-    for (size_t i = 0; i < kOld; ++i) {
-      if (set.backend(i).calls() == 0) return false;
-    }
-    return true;
-  }));
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const CallOutcome out = client.Call(keys[i]);
-    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-    ASSERT_EQ(out.backend_id, set.backend(old_owner[i]).id()) << keys[i];
-  }
-
-  Load load(&client, &set, &keys);
-  ASSERT_TRUE(WaitFor([&] { return load.calls() >= 2 * kKeys; }));
-  const Clock::time_point update = Clock::now();
-  resolver.SetFirst(set, kOld + 1);
-
-  // The new backend's effective weight, polled: first in slow start (scale
-  // > 1 only while some backend is), then full at scale 1 (slow start over).
-  const std::string new_identity = set.backend(kNew).address();
-  bool saw_slow_start = false;
-  uint64_t first_slow_start_weight = 0;
-  Clock::time_point slow_start_seen = Clock::time_point::max();
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const ChannelStats stats = StatsFor(label);
-        const BackendStats* b = Find(stats, new_identity);
-        if (b == nullptr || b->weight == 0) return false;
-        if (b->weight_scale > 1 &&
-            b->effective_weight < b->weight * b->weight_scale) {
-          if (!saw_slow_start) {
-            first_slow_start_weight = b->effective_weight;
-            slow_start_seen = Clock::now();
-          }
-          saw_slow_start = true;
-          return false;
-        }
-        return saw_slow_start && b->weight_scale == 1;
-      },
-      std::chrono::seconds(20), std::chrono::milliseconds(5)))
-      << "the new backend never reached its full weight";
-  const Clock::time_point slow_start_done = Clock::now();
   // At least minWeightPercent of weight 1 at scale 1024 from the start.
   EXPECT_GE(first_slow_start_weight, 102u);
-  // Keep the load on a bit after: every key called again from the final
-  // picker (the policy publishes the stats just before the picker; the
-  // margin covers a preempted work serializer).
-  const Clock::time_point settled =
-      slow_start_done + std::chrono::milliseconds(200);
-  ASSERT_TRUE(WaitFor([&] { return load.EveryKeyCalledAfter(settled); }));
-  load.Join();
-  EXPECT_EQ(load.failures(), 0);
+  EXPECT_EQ(run.failures, 0);
 
-  const auto& per_key = load.per_key();
+  const auto& per_key = run.per_key;
   // The first call the new backend served, by its start time.
   Clock::time_point first_new = Clock::time_point::max();
   Clock::time_point first_new_end = Clock::time_point::max();
@@ -316,7 +154,7 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
       "first call on "
       "it (window %lld ms); %d calls of moving keys at the old owner after "
       "it\n",
-      load.calls(), moving, quarter_share,
+      run.calls, moving, quarter_share,
       static_cast<unsigned long long>(quarter_calls), after_share,
       static_cast<unsigned long long>(first_slow_start_weight),
       std::chrono::duration<double, std::milli>(slow_start_done - first_new)
@@ -341,7 +179,7 @@ TEST(SlowStartE2E, ResolverAddsABackendUnderLoadAndItsKeysMoveOnceGradually) {
     EXPECT_EQ(b.effective_weight, b.weight) << b.identity;
     EXPECT_GT(b.picks, 0u) << b.identity;
   }
-  const BackendStats* added = Find(stats, new_identity);
+  const BackendStats* added = Find(stats, set.backend(kNew).address());
   ASSERT_NE(added, nullptr);
   EXPECT_EQ(added->effective_weight, 1u);
   EXPECT_EQ(stats.spills, 0u);

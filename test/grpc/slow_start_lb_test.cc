@@ -1,6 +1,8 @@
 // Slow start in the policies, over gRPC 1.51's fake subchannels: the config,
-// a slow start driven by a fake clock, the real event-engine timers, and
-// shutdown with a slow start in progress.
+// a slow start driven by a fake monotonic clock (also with the wall clock
+// stepped both ways: the binary re-executes itself with the wall-clock shim
+// preloaded, test/support/wall_clock_shift.h), the real event-engine timers,
+// and shutdown with a slow start in progress.
 // First: it includes src/grpc/require_undebug.h, then port_platform.h.
 // clang-format off
 #include "test/support/policy_fixture.h"
@@ -8,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -16,11 +19,18 @@
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
 #include "src/grpc/slow_start_clock.h"
+#include "src/router/slow_start.h"
+#include "test/support/wall_clock_shift.h"
 
 namespace poise::grpc_lb {
 namespace {
 
 using test_support::ParseConfig;
+using test_support::WallClockShift;
+
+// Before main(): this process again with the shim, unless it has it.
+const bool kShimLoaded =
+    WallClockShift::LoadOrReexec(POISE_WALL_CLOCK_SHIFT_PATH);
 
 std::string WithSlowStart(const char* policy, const std::string& slow) {
   return absl::StrCat(R"([{")", policy, R"(":{"hashHeader":"k","slowStart":)",
@@ -91,9 +101,9 @@ TEST(SlowStartConfig, RejectedValuesNameTheField) {
           "minWeightPercent)]");
 }
 
-// A clock the test moves.
-absl::Time g_now = absl::FromUnixSeconds(1'700'000'000);
-absl::Time FakeNow() { return g_now; }
+// A monotonic clock the test moves.
+router::RampTime g_now = router::RampTime::AfterOrigin(absl::Hours(1000));
+router::RampTime FakeNow() { return g_now; }
 
 class SlowStartLbTest : public test_support::PolicyFixture {
  protected:
@@ -188,6 +198,54 @@ TEST_F(SlowStartLbTest, AFakeClockSlowStartPublishesEachStepsWeights) {
   }
 }
 
+// Every step of a slow start on the injected monotonic clock while the wall
+// clock jumps an hour back and forward between steps: each step's weight is
+// exactly e_j, keys only ever move onto the new backend and at most once, and
+// the ramp ends exactly at the window with no timer left.
+TEST_F(SlowStartLbTest, WallClockStepsMoveNoStepAndNoKeyTwice) {
+  ASSERT_TRUE(kShimLoaded) << "the wall-clock shim is not loaded";
+  WallClockShift shift;
+  internal::SetSlowStartClockForTesting(&FakeNow);
+  const router::RampTime start = g_now;
+  ScaleOut(kWeightedRendezvousPolicy, R"({"window":"60s"})");
+  constexpr size_t kKeys = 3000;
+  const uint32_t steps = router::SlowStart::StepsFor(10);
+  std::vector<int> owner(kKeys);
+  std::vector<int> moves(kKeys, 0);
+  for (size_t k = 0; k < kKeys; ++k) {
+    owner[k] = Pick(absl::StrCat("key-", k)).backend;
+  }
+  for (uint32_t j = 1; j <= steps; ++j) {
+    // -1 h, +1 h, back to 0, ... from one step to the next.
+    WallClockShift::Set(std::chrono::hours(j % 3 == 0   ? 0
+                                           : j % 3 == 1 ? -1
+                                                        : 1));
+    g_now = start + router::SlowStart::StepOffset(absl::Seconds(60), j, steps);
+    Refresh();
+    const BackendStats added = Backends()[3];
+    if (j < steps) {
+      ASSERT_EQ(added.effective_weight,
+                router::SlowStart::EffectiveWeight(1, 1024, 10, j, steps))
+          << "step " << j;
+    } else {
+      EXPECT_EQ(added.effective_weight, 1u);
+      EXPECT_EQ(added.weight_scale, 1u);
+    }
+    for (size_t k = 0; k < kKeys; ++k) {
+      const int now = Pick(absl::StrCat("key-", k)).backend;
+      if (now == owner[k]) continue;
+      ASSERT_EQ(now, 3) << "key-" << k << " moved between old backends";
+      ++moves[k];
+      owner[k] = now;
+    }
+  }
+  for (size_t k = 0; k < kKeys; ++k) ASSERT_LE(moves[k], 1) << "key-" << k;
+  for (size_t k = 0; k < kKeys; ++k) {
+    ASSERT_EQ(owner[k], Owner(absl::StrCat("key-", k))) << "key-" << k;
+  }
+  EXPECT_EQ(internal::PendingSlowStartTimersForTesting(), 0);
+}
+
 TEST_F(SlowStartLbTest, BackendsAtTheChannelsStartSkipSlowStart) {
   internal::SetSlowStartClockForTesting(&FakeNow);
   MakePolicy(kBoundedLoadRendezvousPolicy);
@@ -207,8 +265,10 @@ TEST_F(SlowStartLbTest, TheEventEngineTimersRunSlowStartToItsEnd) {
   // Real clock and timers: 50 steps of 4 ms.
   ScaleOut(kBoundedLoadRendezvousPolicy, R"({"window":"0.2s"})");
   int pickers = 0;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (Backends()[3].weight_scale != 1 && absl::Now() < deadline) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (Backends()[3].weight_scale != 1 &&
+         std::chrono::steady_clock::now() < deadline) {
     ExecCtx exec_ctx;
     while (auto event = helper_->GetEvent()) {
       if (auto* u = absl::get_if<FakeHelper::StateUpdate>(&*event)) {

@@ -26,7 +26,7 @@ using test::Entries;
 using test::States;
 using test::ValidConfig;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
+const RampTime kT0 = RampTime::AfterOrigin(absl::Hours(1000));
 
 SlowStartConfig Slow(absl::Duration window = absl::Seconds(60),
                      uint32_t min_percent = 10) {
@@ -98,7 +98,7 @@ struct Channel {
     EXPECT_EQ(w.scale, 1u);
   }
   // Adds backends, pending, then READY at `at`.
-  SlowStart::Weights Add(size_t count, absl::Time at) {
+  SlowStart::Weights Add(size_t count, RampTime at) {
     const size_t first = entries.size();
     entries = Entries(first + count);
     set.Update(entries, config);
@@ -137,7 +137,7 @@ TEST(SlowStartObserve, EveryStepIsTheCoresDecisionAndNoKeyMovesTwice) {
   const std::vector<size_t> before = channel.Owners(
       channel.slow_start.Observe(*channel.set.list(), channel.states, kT0),
       kKeys);
-  const absl::Time start = kT0 + absl::Seconds(5);
+  const RampTime start = kT0 + absl::Seconds(5);
   SlowStart::Weights w = channel.Add(1, start);
   ASSERT_TRUE(w.in_progress());
   EXPECT_EQ(w.scale, 1024u);
@@ -147,8 +147,7 @@ TEST(SlowStartObserve, EveryStepIsTheCoresDecisionAndNoKeyMovesTwice) {
   size_t final_on_new = 0;
   std::vector<size_t> moved_per_step;
   for (uint32_t j = 0; j <= n; ++j) {
-    const absl::Time now =
-        start + SlowStart::StepOffset(absl::Seconds(60), j, n);
+    const RampTime now = start + SlowStart::StepOffset(absl::Seconds(60), j, n);
     w = channel.slow_start.Observe(*channel.set.list(), channel.states, now);
     if (j < n) {
       ASSERT_TRUE(w.progress[4].has_value());
@@ -264,7 +263,7 @@ TEST(SlowStartObserve, BackendsPresentAtTheStartSkipSlowStart) {
 
 TEST(SlowStartObserve, AShortFailureKeepsTheStepALongOneRestartsSlowStart) {
   Channel channel(4);
-  const absl::Time start = kT0 + absl::Seconds(1);
+  const RampTime start = kT0 + absl::Seconds(1);
   channel.Add(1, start);
   auto observe = [&](absl::Duration after) {
     return channel.slow_start.Observe(*channel.set.list(), channel.states,
@@ -293,7 +292,7 @@ TEST(SlowStartObserve, AShortFailureKeepsTheStepALongOneRestartsSlowStart) {
 
 TEST(SlowStartObserve, RemovedAndBackWithinTheWindowKeepsItsStepElseRestarts) {
   Channel channel(4);
-  const absl::Time start = kT0 + absl::Seconds(1);
+  const RampTime start = kT0 + absl::Seconds(1);
   channel.Add(1, start);
   Config& config = channel.config;
   // Removed at 12 s, back at 24 s: on at step 20.

@@ -4,6 +4,7 @@
 #ifndef POISE_TEST_SUPPORT_E2E_HARNESS_H_
 #define POISE_TEST_SUPPORT_E2E_HARNESS_H_
 
+#include <grpc/support/time.h>
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -78,7 +79,12 @@ class Client {
     for (const auto& [k, v] : options.extra_metadata) context.AddMetadata(k, v);
     context.set_wait_for_ready(options.wait_for_ready);
     const auto start = std::chrono::steady_clock::now();
-    context.set_deadline(std::chrono::system_clock::now() + options.deadline);
+    // On the monotonic clock: a wall clock stepped during the call (NTP, a
+    // VM resume, test/support/wall_clock_shift.h) neither expires nor
+    // extends it.
+    context.set_deadline(gpr_time_add(
+        gpr_now(GPR_CLOCK_MONOTONIC),
+        gpr_time_from_millis(options.deadline.count(), GPR_TIMESPAN)));
     example::EchoRequest request;
     request.set_delay_ms(options.delay_ms);
     example::EchoReply reply;
