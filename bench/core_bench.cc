@@ -6,9 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "poise/hash.h"
@@ -248,20 +251,19 @@ void PreparedPickBench(benchmark::State& state, bool one_weight) {
 void BM_PreparedPick(benchmark::State& state) {
   PreparedPickBench(state, true);
 }
-// The same with the scalar kernels forced: what a CPU without AVX-512 runs,
-// measured in the same process as the dispatched kernel.
-// Runs `bench` with the scalar kernels forced, then restores the dispatched
-// ones.
+// Runs `bench` with the kernels on their portable target (the last
+// compiled: what a CPU without any of the SIMD targets runs), then puts them
+// back on the target the run chose (main()).
 template <typename Bench>
-void WithScalarKernel(Bench&& bench) {
-  const poise::internal::HashKernel dispatched =
-      poise::internal::ActiveHashKernel();
-  poise::internal::SelectHashKernel(poise::internal::HashKernel::kScalar);
+void WithPortableKernel(Bench&& bench) {
+  const int64_t chosen = poise::internal::ActiveHashTarget();
+  poise::internal::ForceHashTarget(
+      poise::internal::CompiledHashTargets().back());
   bench();
-  poise::internal::SelectHashKernel(dispatched);
+  poise::internal::ForceHashTarget(chosen);
 }
-void BM_PreparedPickScalarKernel(benchmark::State& state) {
-  WithScalarKernel([&] { PreparedPickBench(state, true); });
+void BM_PreparedPickPortableKernel(benchmark::State& state) {
+  WithPortableKernel([&] { PreparedPickBench(state, true); });
 }
 void BM_PreparedPickTwoWeights(benchmark::State& state) {
   PreparedPickBench(state, false);
@@ -488,9 +490,9 @@ void BM_TableBuild(benchmark::State& state) {
   }
 }
 
-// The same full build with the scalar kernel (CPUs without AVX-512).
-void BM_TableBuildScalarKernel(benchmark::State& state) {
-  WithScalarKernel([&] { BM_TableBuild(state); });
+// The same full build on the portable target.
+void BM_TableBuildPortableKernel(benchmark::State& state) {
+  WithPortableKernel([&] { BM_TableBuild(state); });
 }
 
 // An address update through the identity store: the list's table is alive
@@ -524,8 +526,8 @@ void TableUpdateBench(benchmark::State& state) {
       per_update(after.table_bytes_written, before.table_bytes_written);
 }
 void BM_TableUpdate(benchmark::State& state) { TableUpdateBench(state); }
-void BM_TableUpdateScalarKernel(benchmark::State& state) {
-  WithScalarKernel([&] { TableUpdateBench(state); });
+void BM_TableUpdatePortableKernel(benchmark::State& state) {
+  WithPortableKernel([&] { TableUpdateBench(state); });
 }
 
 void BM_RingBuild(benchmark::State& state) {
@@ -566,7 +568,7 @@ BENCHMARK(BM_UnboundedTable)->Apply(Sizes);
 BENCHMARK(BM_Bounded)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_BoundedTable)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PreparedPick)->Apply(Sizes);
-BENCHMARK(BM_PreparedPickScalarKernel)->Apply(Sizes);
+BENCHMARK(BM_PreparedPickPortableKernel)->Apply(Sizes);
 BENCHMARK(BM_PreparedPickTwoWeights)->Apply(Sizes);
 BENCHMARK(BM_PreparedRouteWithTotal)
     ->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
@@ -578,13 +580,51 @@ BENCHMARK(BM_Ring)->Apply(Sizes);
 BENCHMARK(BM_ArgmaxFloor)->Apply(Sizes);
 BENCHMARK(BM_SnapshotBuild)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_TableBuild)->Arg(10)->Arg(100)->Arg(1000);
-BENCHMARK(BM_TableBuildScalarKernel)->Arg(1000);
+BENCHMARK(BM_TableBuildPortableKernel)->Arg(1000);
 BENCHMARK(BM_TableUpdate)->Arg(10)->Arg(100)->Arg(1000);
-BENCHMARK(BM_TableUpdateScalarKernel)->Arg(1000);
+BENCHMARK(BM_TableUpdatePortableKernel)->Arg(1000);
 BENCHMARK(BM_RingBuild)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_InFlightSame)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_InFlightSeparate)->Threads(1)->Threads(2)->UseRealTime();
 
+// POISE_BENCH_TARGET=<name> (AVX2, AVX3, SSE4, NEON, ...: hwy's target
+// names) runs the kernels on that target, e.g. AVX2 on an AVX-512 host;
+// unset, on the best one the CPU has. The target run is in the output's
+// context (hwy_target).
+bool ChooseTarget() {
+  const char* const wanted = std::getenv("POISE_BENCH_TARGET");
+  if (wanted != nullptr && *wanted != '\0') {
+    int64_t target = 0;
+    for (const int64_t t : poise::internal::CompiledHashTargets()) {
+      if (std::string_view(poise::internal::HashTargetName(t)) == wanted) {
+        target = t;
+      }
+    }
+    if (target == 0 || !poise::internal::ForceHashTarget(target)) {
+      std::fprintf(stderr,
+                   "POISE_BENCH_TARGET=%s: not a compiled target this CPU "
+                   "runs; compiled:",
+                   wanted);
+      for (const int64_t t : poise::internal::CompiledHashTargets()) {
+        std::fprintf(stderr, " %s", poise::internal::HashTargetName(t));
+      }
+      std::fprintf(stderr, "\n");
+      return false;
+    }
+  }
+  benchmark::AddCustomContext(
+      "hwy_target",
+      poise::internal::HashTargetName(poise::internal::ActiveHashTarget()));
+  return true;
+}
+
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (!ChooseTarget()) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

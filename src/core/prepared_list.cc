@@ -26,6 +26,16 @@ bool ListEligible(PreparedList& list) {
   return true;
 }
 
+// bit i % 8 of byte i / 8 set for every i < n with of(i).
+template <typename Predicate>
+std::vector<uint8_t> BitsOf(size_t n, Predicate of) {
+  std::vector<uint8_t> bits((n + 7) / 8, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (of(i)) bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+  }
+  return bits;
+}
+
 void TakeGeneralPath(PreparedList& list) {
   list.path = ListPath::kGeneral;
   list.eligible.clear();
@@ -54,18 +64,21 @@ PreparedList PrepareList(std::vector<Candidate> candidates,
   }
   list.survivor_threshold =
       SurvivorThreshold(list.eligible.size(), kSurvivorQuota);
+  if (!list.every_candidate_eligible()) {
+    list.eligible_bits =
+        BitsOf(n, [&](size_t i) { return list.candidates[i].IsEligible(); });
+  }
   if (list.weights[1] != 0) {
     list.path = ListPath::kTwoWeights;
+    list.second_bits =
+        BitsOf(n, [&](size_t i) { return list.has_second[i] != 0; });
+    for (const uint32_t i : list.eligible)
+      ++list.group_sizes[list.has_second[i]];
     return list;
   }
   list.path = ListPath::kOneWeight;
   list.has_second.clear();
-  if (!list.every_candidate_eligible()) {
-    list.eligible_bits.assign((n + 7) / 8, 0);
-    for (const uint32_t i : list.eligible) {
-      list.eligible_bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
-    }
-  }
+  list.group_sizes[0] = list.eligible.size();
   return list;
 }
 

@@ -1,5 +1,6 @@
 #include "two_weight_path.h"
 
+#include "candidate_hash.h"
 #include "owner_search.h"
 #include "poise/hash.h"
 #include "room_search.h"
@@ -8,20 +9,19 @@
 namespace poise::internal {
 namespace {
 
-template <bool kKeepZ>
+// Both weights' LargestZ from one pass of the vector kernel (z kept when
+// given).
 PassState TwoWeightPassImpl(const PreparedList& list, uint64_t key_state,
                             uint64_t* z) {
-  LargestZ first = LargestZ::Empty();
-  LargestZ second = LargestZ::Empty();
-  const IdentityTable::KeyRow row = list.table->ForKey(key_state);
-  const uint8_t* const has_second = list.has_second.data();
-  for (const uint32_t i : list.eligible) {
-    const uint64_t zi = row.Mixed(i);
-    if constexpr (kKeepZ) z[i] = zi;
-    const bool is_second = has_second[i] != 0;
-    first.Offer(zi, i, !is_second);
-    second.Offer(zi, i, is_second);
-  }
+  LargestZ lead[2];
+  TableLargestZTwoWeights(
+      list.table->ForKey(key_state), list.candidates.size(),
+      list.eligible_bits.empty() ? nullptr : list.eligible_bits.data(),
+      list.second_bits.data(), z, lead);
+  lead[0].count = list.group_sizes[0];
+  lead[1].count = list.group_sizes[1];
+  const LargestZ& first = lead[0];
+  const LargestZ& second = lead[1];
   PassState pass;
   pass.groups[0] = WeightGroup{list.weights[0], first, LargestZ::Empty()};
   pass.groups[1] = WeightGroup{list.weights[1], second, LargestZ::Empty()};
@@ -48,12 +48,12 @@ PassState TwoWeightPassImpl(const PreparedList& list, uint64_t key_state,
 }  // namespace
 
 PassState TwoWeightPass(const PreparedList& list, uint64_t key_state) {
-  return TwoWeightPassImpl<false>(list, key_state, nullptr);
+  return TwoWeightPassImpl(list, key_state, nullptr);
 }
 
 PassState TwoWeightPassKeepingZ(const PreparedList& list, uint64_t key_state,
                                 uint64_t* z) {
-  return TwoWeightPassImpl<true>(list, key_state, z);
+  return TwoWeightPassImpl(list, key_state, z);
 }
 
 bool FirstIsBetter(const LargestZ& a, uint32_t wa, const LargestZ& b,
