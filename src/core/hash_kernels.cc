@@ -67,16 +67,18 @@ template <uint64_t kC>
 HWY_INLINE V MulConst(V v) {
   const D d;
 #if POISE_EMULATED_MUL64
-  // lo*c_lo + ((lo*c_hi + hi*c_lo) << 32): three 32x32->64 products.
+  // lo*c_lo + ((lo*c_hi + hi*c_lo) << 32): one 32x32->64 product, and the
+  // two cross products' low halves from one 32-bit multiply of v by c with
+  // its halves swapped ([lo*c_hi, hi*c_lo]), summed into the high half.
   const hn::RepartitionToNarrow<D> d32;
   const auto v32 = hn::BitCast(d32, v);
   const auto c_lo = hn::BitCast(d32, hn::Set(d, kC & 0xFFFFFFFFu));
-  const auto c_hi = hn::BitCast(d32, hn::Set(d, kC >> 32));
+  const auto swapped = hn::BitCast(d32, hn::Set(d, (kC << 32) | (kC >> 32)));
   const V low = hn::MulEven(v32, c_lo);
-  const V cross =
-      hn::Add(hn::MulEven(v32, c_hi),
-              hn::MulEven(hn::BitCast(d32, hn::ShiftRight<32>(v)), c_lo));
-  return hn::Add(low, hn::ShiftLeft<32>(cross));
+  const V cross = hn::BitCast(d, hn::Mul(v32, swapped));
+  const V high = hn::And(hn::Add(cross, hn::ShiftLeft<32>(cross)),
+                         hn::Set(d, uint64_t{0xFFFFFFFF00000000}));
+  return hn::Add(low, high);
 #else
   return hn::Mul(v, hn::Set(d, kC));
 #endif
@@ -283,29 +285,68 @@ HWY_INLINE RowView ViewOf(const IdentityTable::KeyRow& row) {
 }
 
 // Bits [i, i + lanes) of the bit array bits[0..bytes) in the low bits of a
-// word (bits past the array read as 0).
+// word (bits past the array read as 0; bits past `lanes` are unspecified).
+// i is a multiple of lanes, a power of two.
 HWY_INLINE uint64_t BitsAt(const uint8_t* bits, size_t bytes, size_t i,
                            size_t lanes) {
+  if (lanes <= 8) return uint64_t{bits[i / 8]} >> (i % 8);  // one byte
   uint64_t w = 0;
   const size_t first = i / 8;
   const size_t last = std::min(bytes, (i + lanes + 7) / 8);
   for (size_t b = first; b < last; ++b) {
     w |= uint64_t{bits[b]} << (8 * (b - first));
   }
-  return w >> (i % 8);
+  return w;
 }
 
-// A lane mask from the low bits of `word` (lane k: bit k).
-HWY_INLINE hn::Mask<D> MaskOfBits(uint64_t word, V lane_bit) {
-  return hn::TestBit(hn::Set(D(), word), lane_bit);
+// Lane k all ones where bit k of `word` is set, else zero. Vectors of up
+// to four lanes load it from a table (one load rather than a broadcast, an
+// and and a compare); wider ones test the bits.
+#undef POISE_KEEP_TABLE
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 ||  \
+    HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_NEON || \
+    HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+#define POISE_KEEP_TABLE 1
+#else
+#define POISE_KEEP_TABLE 0
+#endif
+#if POISE_KEEP_TABLE
+constexpr size_t kTableLanes = HWY_LANES(uint64_t);
+static_assert(kTableLanes <= 4, "a table of 2^lanes rows");
+struct KeepTable {
+  HWY_ALIGN uint64_t lanes[size_t{1} << kTableLanes][kTableLanes];
+};
+constexpr KeepTable MakeKeepTable() {
+  KeepTable t{};
+  for (size_t word = 0; word < (size_t{1} << kTableLanes); ++word) {
+    for (size_t k = 0; k < kTableLanes; ++k) {
+      t.lanes[word][k] = ((word >> k) & 1) != 0 ? ~uint64_t{0} : 0;
+    }
+  }
+  return t;
 }
+constexpr KeepTable kKeepTable = MakeKeepTable();
 
-HWY_INLINE V LaneBits() {
-  const D d;
-  HWY_ALIGN uint64_t bit[kMaxLanes];
-  for (size_t k = 0; k < hn::Lanes(d); ++k) bit[k] = uint64_t{1} << k;
-  return hn::Load(d, bit);
-}
+struct KeepOfBits {
+  V operator()(uint64_t word) const {
+    const size_t row = word & ((size_t{1} << kTableLanes) - 1);
+    return hn::Load(D(), kKeepTable.lanes[row]);
+  }
+};
+#else
+struct KeepOfBits {
+  V lane_bit = [] {
+    const D d;
+    HWY_ALIGN uint64_t bit[kMaxLanes];
+    for (size_t k = 0; k < hn::Lanes(d); ++k) bit[k] = uint64_t{1} << k;
+    return hn::Load(d, bit);
+  }();
+  V operator()(uint64_t word) const {
+    const D d;
+    return hn::VecFromMask(d, hn::TestBit(hn::Set(d, word), lane_bit));
+  }
+};
+#endif
 
 // Each lane's LargestZ over the z offered to it, in the signed domain
 // (z ^ 2^63: unsigned 0, what a refused lane offers, is the least value).
@@ -375,66 +416,101 @@ HWY_INLINE LargestZ Merge(const LaneLead& l) {
 
 // One pass over row.Mixed(i), i < n: z stored when asked, and offered to
 // lead[0] (one weight; two weights: the first weight's candidates) and,
-// with kTwo, to lead[1] (those whose bit in second_bits is set). Candidate i
-// is eligible when its bit in eligible_bits is set (nullptr: all are).
-template <bool kTwo>
+// with kTwo, to lead[1] (those whose bit in second_bits is set). With kBits
+// candidate i is eligible when its bit in eligible_bits is set, else all
+// are; with kCommon every power is the row's common one (unread). Compiled
+// for each combination, so that the loop carries no test of them.
+template <bool kTwo, bool kBits, bool kCommon>
 // NOLINTNEXTLINE(readability-function-cognitive-complexity)
-HWY_INLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
-                         const uint8_t* eligible_bits,
-                         const uint8_t* second_bits, uint64_t* z,
-                         LaneLead* lead) {
+HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
+                           const uint8_t* eligible_bits,
+                           const uint8_t* second_bits, uint64_t* z,
+                           LaneLead* out) {
+  // In registers, not through `out` (which the stores to z may alias).
+  LaneLead lead[2] = {out[0], kTwo ? out[1] : out[0]};
   const D d;
+  const DI di;
   const size_t lanes = hn::Lanes(d);
   const size_t bytes = (n + 7) / 8;
   const KeyFactor key = FactorOf(row.key_state());
   const RowView view = ViewOf(row);
-  const V lane_bit = LaneBits();
+  const KeepOfBits keep_of;
   const V step = hn::Set(d, uint64_t{lanes});
-  const VI refused = hn::Set(DI(), INT64_MIN);
+  const V flip = hn::Set(d, uint64_t{1} << 63);
   V index = hn::Iota(d, 0);
-  const auto offer = [&](V x, hn::Mask<D> take, size_t i) {
-    if (eligible_bits != nullptr) {
-      take = hn::And(
-          take, MaskOfBits(BitsAt(eligible_bits, bytes, i, lanes), lane_bit));
+  // Offers lanes [i, i + lanes) with z = x, `valid` of them (a tail: fewer
+  // than lanes). A refused lane offers z = 0 (x & 0), the least value.
+  const auto offer = [&](V x, size_t i, size_t valid) {
+    if constexpr (!kTwo && !kBits) {
+      if (valid == lanes) {
+        Offer(lead[0], Signed(x), index);
+        index = hn::Add(index, step);
+        return;
+      }
     }
-    const VI s = Signed(x);
+    V keep = hn::VecFromMask(d, hn::FirstN(d, valid));
+    if constexpr (kBits) {
+      keep = hn::And(keep, keep_of(BitsAt(eligible_bits, bytes, i, lanes)));
+    }
+    const auto offered = [&](V k) {
+      return hn::BitCast(di, hn::Xor(hn::And(x, k), flip));
+    };
     if constexpr (kTwo) {
-      const auto second =
-          MaskOfBits(BitsAt(second_bits, bytes, i, lanes), lane_bit);
-      const auto first = hn::AndNot(second, take);
-      Offer(lead[0], hn::IfThenElse(hn::RebindMask(DI(), first), s, refused),
-            index);
-      Offer(lead[1],
-            hn::IfThenElse(hn::RebindMask(DI(), hn::And(take, second)), s,
-                           refused),
-            index);
+      const V second = keep_of(BitsAt(second_bits, bytes, i, lanes));
+      Offer(lead[0], offered(hn::AndNot(second, keep)), index);
+      Offer(lead[1], offered(hn::And(second, keep)), index);
     } else {
-      Offer(lead[0], hn::IfThenElse(hn::RebindMask(DI(), take), s, refused),
-            index);
+      Offer(lead[0], offered(keep), index);
     }
     index = hn::Add(index, step);
   };
+  const auto mixed = [&](const RowView& r, size_t i) {
+    const V scaled =
+        kCommon ? r.product : TimesKey(key, hn::LoadU(d, r.power + i));
+    return Mix64V(hn::Add(scaled, hn::LoadU(d, r.offset + i)));
+  };
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    const V x = MixedAt(key, view, i);
+    const V x = mixed(view, i);
     if (z != nullptr) hn::StoreU(x, d, z + i);
-    offer(x, hn::FirstN(d, lanes), i);
+    offer(x, i, lanes);
   }
-  if (i == n) return;
-  Tail tail;
-  const V x = MixedAt(key, TailOf(view, i, n, tail), 0);
-  if (z != nullptr) {
-    hn::Store(x, d, tail.z);
-    std::memcpy(z + i, tail.z, (n - i) * sizeof(uint64_t));
+  if (i != n) {
+    Tail tail;
+    const V x = mixed(TailOf(view, i, n, tail), 0);
+    if (z != nullptr) {
+      hn::Store(x, d, tail.z);
+      std::memcpy(z + i, tail.z, (n - i) * sizeof(uint64_t));
+    }
+    offer(x, i, n - i);
   }
-  offer(x, hn::FirstN(d, n - i), i);
+  out[0] = lead[0];
+  if constexpr (kTwo) out[1] = lead[1];
+}
+
+// LeadPass for this row's and list's combination.
+template <bool kTwo>
+void RunLeadPass(const IdentityTable::KeyRow& row, size_t n,
+                 const uint8_t* eligible_bits, const uint8_t* second_bits,
+                 uint64_t* z, LaneLead* lead) {
+  const bool common = row.common_power() != 0;
+  if (eligible_bits == nullptr) {
+    return common ? LeadPass<kTwo, false, true>(row, n, eligible_bits,
+                                                second_bits, z, lead)
+                  : LeadPass<kTwo, false, false>(row, n, eligible_bits,
+                                                 second_bits, z, lead);
+  }
+  return common ? LeadPass<kTwo, true, true>(row, n, eligible_bits, second_bits,
+                                             z, lead)
+                : LeadPass<kTwo, true, false>(row, n, eligible_bits,
+                                              second_bits, z, lead);
 }
 
 LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
                        const uint8_t* eligible_bits, size_t count,
                        uint64_t* z) {
   LaneLead lead = EmptyLead();
-  LeadPass<false>(row, n, eligible_bits, nullptr, z, &lead);
+  RunLeadPass<false>(row, n, eligible_bits, nullptr, z, &lead);
   LargestZ out = Merge(lead);
   out.count = count;
   return out;
@@ -445,7 +521,7 @@ void TableLargestZTwoWeights(const IdentityTable::KeyRow& row, size_t n,
                              const uint8_t* second_bits, uint64_t* z,
                              LargestZ* out) {
   LaneLead lead[2] = {EmptyLead(), EmptyLead()};
-  LeadPass<true>(row, n, eligible_bits, second_bits, z, lead);
+  RunLeadPass<true>(row, n, eligible_bits, second_bits, z, lead);
   out[0] = Merge(lead[0]);
   out[1] = Merge(lead[1]);
 }
@@ -469,23 +545,38 @@ void TableMixedRange(const IdentityTable::KeyRow& row, size_t begin, size_t end,
 // ---------------------------------------------------------------------------
 // The survivor levels of RouteWithTotal's walk.
 
+// Appends to out[listed..] the indices base + k of the lanes k set in
+// `kept`; returns the new count. Few are kept (a survivor level is a small
+// share of the list), so a loop over the set bits beats a compressing
+// store (a masked store, microcoded on AMD's AVX2 cores).
+HWY_INLINE size_t AppendKept(hn::Mask<D> kept, size_t base, size_t* out,
+                             size_t listed) {
+  const D d;
+  if (hn::AllFalse(d, kept)) return listed;
+  uint8_t bytes[(kMaxLanes + 7) / 8] = {};
+  hn::StoreMaskBits(d, kept, bytes);
+  for (size_t b = 0; b < (hn::Lanes(d) + 7) / 8; ++b) {
+    for (unsigned bits = bytes[b]; bits != 0; bits &= bits - 1) {
+      out[listed++] = base + 8 * b + static_cast<size_t>(__builtin_ctz(bits));
+    }
+  }
+  return listed;
+}
+
 size_t ListZInRange(const uint64_t* z, size_t n, uint64_t threshold,
                     uint64_t span, size_t* out) {
   const D d;
   const size_t lanes = hn::Lanes(d);
   const V low = hn::Set(d, threshold);
   const VI width = Signed(hn::Set(d, span));
-  const V step = hn::Set(d, uint64_t{lanes});
-  V index = hn::Iota(d, 0);
   size_t listed = 0;
   size_t i = 0;
   // z - threshold < span, unsigned (wrapping): z in [threshold,
   // threshold + span).
   for (; i + lanes <= n; i += lanes) {
-    const auto kept = hn::Lt(Signed(hn::Sub(hn::LoadU(d, z + i), low)), width);
-    listed += hn::CompressBlendedStore(index, hn::RebindMask(d, kept), d,
-                                       out + listed);
-    index = hn::Add(index, step);
+    const auto kept = hn::RebindMask(
+        d, hn::Lt(Signed(hn::Sub(hn::LoadU(d, z + i), low)), width));
+    listed = AppendKept(kept, i, out, listed);
   }
   if (i == n) return listed;
   HWY_ALIGN uint64_t rest[kMaxLanes] = {};
@@ -493,7 +584,7 @@ size_t ListZInRange(const uint64_t* z, size_t n, uint64_t threshold,
   const auto kept = hn::And(
       hn::RebindMask(d, hn::Lt(Signed(hn::Sub(hn::Load(d, rest), low)), width)),
       hn::FirstN(d, n - i));
-  return listed + hn::CompressBlendedStore(index, kept, d, out + listed);
+  return AppendKept(kept, i, out, listed);
 }
 
 // ---------------------------------------------------------------------------
