@@ -119,13 +119,13 @@ inline void HashCandidates(uint64_t key_state, const Candidate* c, size_t n,
 LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
                        const uint8_t* eligible_bits, size_t count, uint64_t* z);
 
-// The same for two weights: out[0] the LargestZ of the eligible candidates
-// whose bit in `second_bits` is clear, out[1] of those whose bit is set;
-// both with count 0 (the caller knows the counts).
-void TableLargestZTwoWeights(const IdentityTable::KeyRow& row, size_t n,
-                             const uint8_t* eligible_bits,
-                             const uint8_t* second_bits, uint64_t* z,
-                             LargestZ* out);
+// The same for 2..kMaxGroups groups (weights): out[g] the LargestZ of the
+// candidates whose bit is set in group g's array, bit i % 8 of byte
+// group_bits[g * bytes + i / 8], bytes = (n + 7) / 8; counts left 0 (the
+// caller knows them). An ineligible candidate is in no group.
+void TableLargestZByGroup(const IdentityTable::KeyRow& row, size_t n,
+                          const uint8_t* group_bits, size_t groups, uint64_t* z,
+                          LargestZ* out);
 
 // z[k] = row.Mixed(begin + k) for k < end - begin.
 void TableMixedRange(const IdentityTable::KeyRow& row, size_t begin, size_t end,

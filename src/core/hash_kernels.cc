@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "candidate_hash.h"
+#include "hash_and_group.h"
 #include "largest_z.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
@@ -415,19 +416,19 @@ HWY_INLINE LargestZ Merge(const LaneLead& l) {
 }
 
 // One pass over row.Mixed(i), i < n: z stored when asked, and offered to
-// lead[0] (one weight; two weights: the first weight's candidates) and,
-// with kTwo, to lead[1] (those whose bit in second_bits is set). With kBits
-// candidate i is eligible when its bit in eligible_bits is set, else all
-// are; with kCommon every power is the row's common one (unread). Compiled
-// for each combination, so that the loop carries no test of them.
-template <bool kTwo, bool kBits, bool kCommon>
+// lead[g] for each group g < kGroups. One group (kGroups == 1): every
+// candidate, or with kBits those whose bit in `bits` is set. Several: group
+// g holds the candidates whose bit is set in its array, bits + g * bytes
+// (bytes = (n + 7) / 8). With kCommon every power is the row's common one
+// (unread). Compiled for each combination, so that the loop carries no test
+// of them.
+template <size_t kGroups, bool kBits, bool kCommon>
 // NOLINTNEXTLINE(readability-function-cognitive-complexity)
 HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
-                           const uint8_t* eligible_bits,
-                           const uint8_t* second_bits, uint64_t* z,
-                           LaneLead* out) {
+                           const uint8_t* bits, uint64_t* z, LaneLead* out) {
   // In registers, not through `out` (which the stores to z may alias).
-  LaneLead lead[2] = {out[0], kTwo ? out[1] : out[0]};
+  LaneLead lead[kGroups];
+  for (size_t g = 0; g < kGroups; ++g) lead[g] = out[g];
   const D d;
   const DI di;
   const size_t lanes = hn::Lanes(d);
@@ -441,26 +442,21 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
   // Offers lanes [i, i + lanes) with z = x, `valid` of them (a tail: fewer
   // than lanes). A refused lane offers z = 0 (x & 0), the least value.
   const auto offer = [&](V x, size_t i, size_t valid) {
-    if constexpr (!kTwo && !kBits) {
+    if constexpr (kGroups == 1 && !kBits) {
       if (valid == lanes) {
         Offer(lead[0], Signed(x), index);
         index = hn::Add(index, step);
         return;
       }
     }
-    V keep = hn::VecFromMask(d, hn::FirstN(d, valid));
-    if constexpr (kBits) {
-      keep = hn::And(keep, keep_of(BitsAt(eligible_bits, bytes, i, lanes)));
-    }
-    const auto offered = [&](V k) {
-      return hn::BitCast(di, hn::Xor(hn::And(x, k), flip));
-    };
-    if constexpr (kTwo) {
-      const V second = keep_of(BitsAt(second_bits, bytes, i, lanes));
-      Offer(lead[0], offered(hn::AndNot(second, keep)), index);
-      Offer(lead[1], offered(hn::And(second, keep)), index);
-    } else {
-      Offer(lead[0], offered(keep), index);
+    const V in_range = hn::VecFromMask(d, hn::FirstN(d, valid));
+    for (size_t g = 0; g < kGroups; ++g) {
+      V keep = in_range;
+      if (kGroups > 1 || kBits) {
+        keep =
+            hn::And(keep, keep_of(BitsAt(bits + g * bytes, bytes, i, lanes)));
+      }
+      Offer(lead[g], hn::BitCast(di, hn::Xor(hn::And(x, keep), flip)), index);
     }
     index = hn::Add(index, step);
   };
@@ -484,46 +480,64 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
     }
     offer(x, i, n - i);
   }
-  out[0] = lead[0];
-  if constexpr (kTwo) out[1] = lead[1];
+  for (size_t g = 0; g < kGroups; ++g) out[g] = lead[g];
 }
 
-// LeadPass for this row's and list's combination.
-template <bool kTwo>
-void RunLeadPass(const IdentityTable::KeyRow& row, size_t n,
-                 const uint8_t* eligible_bits, const uint8_t* second_bits,
-                 uint64_t* z, LaneLead* lead) {
-  const bool common = row.common_power() != 0;
-  if (eligible_bits == nullptr) {
-    return common ? LeadPass<kTwo, false, true>(row, n, eligible_bits,
-                                                second_bits, z, lead)
-                  : LeadPass<kTwo, false, false>(row, n, eligible_bits,
-                                                 second_bits, z, lead);
+// The leads of `groups` (<= kMaxGroups) groups, merged, counts 0.
+template <size_t kGroups>
+void GroupLeads(const IdentityTable::KeyRow& row, size_t n,
+                const uint8_t* group_bits, uint64_t* z, LargestZ* out) {
+  LaneLead lead[kGroups];
+  for (LaneLead& l : lead) l = EmptyLead();
+  if (row.common_power() != 0) {
+    LeadPass<kGroups, true, true>(row, n, group_bits, z, lead);
+  } else {
+    LeadPass<kGroups, true, false>(row, n, group_bits, z, lead);
   }
-  return common ? LeadPass<kTwo, true, true>(row, n, eligible_bits, second_bits,
-                                             z, lead)
-                : LeadPass<kTwo, true, false>(row, n, eligible_bits,
-                                              second_bits, z, lead);
+  for (size_t g = 0; g < kGroups; ++g) out[g] = Merge(lead[g]);
 }
 
 LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
                        const uint8_t* eligible_bits, size_t count,
                        uint64_t* z) {
   LaneLead lead = EmptyLead();
-  RunLeadPass<false>(row, n, eligible_bits, nullptr, z, &lead);
+  const bool common = row.common_power() != 0;
+  if (eligible_bits == nullptr) {
+    if (common) {
+      LeadPass<1, false, true>(row, n, nullptr, z, &lead);
+    } else {
+      LeadPass<1, false, false>(row, n, nullptr, z, &lead);
+    }
+  } else if (common) {
+    LeadPass<1, true, true>(row, n, eligible_bits, z, &lead);
+  } else {
+    LeadPass<1, true, false>(row, n, eligible_bits, z, &lead);
+  }
   LargestZ out = Merge(lead);
   out.count = count;
   return out;
 }
 
-void TableLargestZTwoWeights(const IdentityTable::KeyRow& row, size_t n,
-                             const uint8_t* eligible_bits,
-                             const uint8_t* second_bits, uint64_t* z,
-                             LargestZ* out) {
-  LaneLead lead[2] = {EmptyLead(), EmptyLead()};
-  RunLeadPass<true>(row, n, eligible_bits, second_bits, z, lead);
-  out[0] = Merge(lead[0]);
-  out[1] = Merge(lead[1]);
+void TableLargestZByGroup(const IdentityTable::KeyRow& row, size_t n,
+                          const uint8_t* group_bits, size_t groups, uint64_t* z,
+                          LargestZ* out) {
+  static_assert(kMaxGroups == 8, "one instantiation per group count");
+  switch (groups) {
+    case 2:
+      return GroupLeads<2>(row, n, group_bits, z, out);
+    case 3:
+      return GroupLeads<3>(row, n, group_bits, z, out);
+    case 4:
+      return GroupLeads<4>(row, n, group_bits, z, out);
+    case 5:
+      return GroupLeads<5>(row, n, group_bits, z, out);
+    case 6:
+      return GroupLeads<6>(row, n, group_bits, z, out);
+    case 7:
+      return GroupLeads<7>(row, n, group_bits, z, out);
+    default:
+      return GroupLeads<8>(row, n, group_bits, z, out);
+  }
 }
 
 void TableMixedRange(const IdentityTable::KeyRow& row, size_t begin, size_t end,
@@ -636,7 +650,7 @@ namespace poise::internal {
 
 HWY_EXPORT(HashCandidatesVector);
 HWY_EXPORT(TableLargestZ);
-HWY_EXPORT(TableLargestZTwoWeights);
+HWY_EXPORT(TableLargestZByGroup);
 HWY_EXPORT(TableMixedRange);
 HWY_EXPORT(ListZInRange);
 HWY_EXPORT(HashIdentityOffsets);
@@ -653,12 +667,11 @@ LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
   return HWY_DYNAMIC_DISPATCH(TableLargestZ)(row, n, eligible_bits, count, z);
 }
 
-void TableLargestZTwoWeights(const IdentityTable::KeyRow& row, size_t n,
-                             const uint8_t* eligible_bits,
-                             const uint8_t* second_bits, uint64_t* z,
-                             LargestZ* out) {
-  HWY_DYNAMIC_DISPATCH(TableLargestZTwoWeights)
-  (row, n, eligible_bits, second_bits, z, out);
+void TableLargestZByGroup(const IdentityTable::KeyRow& row, size_t n,
+                          const uint8_t* group_bits, size_t groups, uint64_t* z,
+                          LargestZ* out) {
+  HWY_DYNAMIC_DISPATCH(TableLargestZByGroup)
+  (row, n, group_bits, groups, z, out);
 }
 
 void TableMixedRange(const IdentityTable::KeyRow& row, size_t begin, size_t end,

@@ -116,8 +116,8 @@ Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
     const internal::LargestZ largest =
         internal::OneWeightLargestZ(list_, KeyHash(key).state(), nullptr);
     if (internal::ClearOfRunnerUp(largest)) return largest.index;
-  } else if (list_.path == ListPath::kTwoWeights) {
-    return internal::PickTwoWeights(list_, key);
+  } else if (list_.group_count != 0) {  // two weights, or 3..kMaxGroups
+    return internal::PickByWeight(list_, key);
   }
   return WeightedRendezvous::Pick(key, list_.candidates, *list_.table);
 }

@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "hash_and_group.h"
 #include "poise/identity_table.h"
 #include "poise/types.h"
 
@@ -36,22 +37,27 @@ struct PreparedList {
   // 2^32 candidates and 100 W fits in 64 bits (so every Bound there takes
   // no division).
   std::vector<uint32_t> eligible;  // ascending, as the contract visits them
-  // Some candidates ineligible: bit i % 8 of byte i / 8 is candidate i's
-  // eligibility (for the vector kernel); empty when all are eligible.
+  // One weight, some candidates ineligible: bit i % 8 of byte i / 8 is
+  // candidate i's eligibility (for the vector kernel); empty otherwise.
   std::vector<uint8_t> eligible_bits;
   // The weights in order of first appearance (one weight: weights[1] = 0).
   uint32_t weights[2] = {0, 0};
   // Two weights: 1 where candidate i has weights[1] (0 for the
-  // ineligible); empty with one weight. second_bits holds the same as bits
-  // (bit i % 8 of byte i / 8), for the vector kernel.
+  // ineligible); empty with one weight.
   std::vector<uint8_t> has_second;
-  std::vector<uint8_t> second_bits;
-  // How many eligible candidates have weights[0] and weights[1].
-  size_t group_sizes[2] = {0, 0};
   uint64_t total_weight = 0;  // W, the eligible weights' sum
   // SurvivorThreshold(eligible.size(), kSurvivorQuota), once per list.
   uint64_t survivor_threshold = 0;
 
+  // Two weights (weights[0] then weights[1]), and on the general path three
+  // to kMaxGroups of them: the eligible candidates of each weight, in order
+  // of first appearance, for the vector kernel's one pass over all groups
+  // (TableLargestZByGroup). Group g's bit array is group_bits[g * bytes ..
+  // (g + 1) * bytes), bytes = (n + 7) / 8; group_count 0: not grouped.
+  std::vector<uint8_t> group_bits;
+  size_t group_count = 0;
+  uint32_t group_weights[kMaxGroups] = {};
+  size_t group_sizes[kMaxGroups] = {};
   bool every_candidate_eligible() const {
     return eligible.size() == candidates.size();
   }
