@@ -3,11 +3,14 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -456,6 +459,136 @@ void BM_ArgmaxFloor(benchmark::State& state) {
   PerCandidate(state, n);
 }
 
+// The calling thread's CPU time: a block preempted by another process on the
+// shared development VMs is not charged for the other's time.
+struct ThreadCpuClock {
+  using duration = std::chrono::nanoseconds;
+  using time_point = std::chrono::time_point<ThreadCpuClock, duration>;
+  static time_point now() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return time_point(std::chrono::seconds(t.tv_sec) +
+                      std::chrono::nanoseconds(t.tv_nsec));
+  }
+};
+
+// Rotating timed blocks of the same keys: each iteration runs every one of
+// `runs` on kPairedBlock keys, the order rotated from one iteration to the
+// next, so that all see the same memory and the same drifts of the machine's
+// speed (the development VMs drift by several percent between runs).
+// Returns each run's CPU ns per call.
+constexpr size_t kPairedBlock = 64;
+template <size_t kRuns>
+std::array<double, kRuns> PairedRuns(
+    benchmark::State& state,
+    const std::array<std::function<void(const std::string&)>, kRuns>& runs) {
+  using Clock = ThreadCpuClock;
+  const auto& keys = Keys();
+  std::array<Clock::duration, kRuns> spent{};
+  size_t k = 0, first = 0;
+  for ([[maybe_unused]] auto _ : state) {
+    for (size_t turn = 0; turn < kRuns; ++turn) {
+      const size_t r = (first + turn) % kRuns;
+      const auto t = Clock::now();
+      for (size_t j = 0; j < kPairedBlock; ++j)
+        runs[r](keys[(k + j) % kKeyPool]);
+      spent[r] += Clock::now() - t;
+    }
+    first = (first + 1) % kRuns;
+    k += kPairedBlock;
+  }
+  std::array<double, kRuns> ns{};
+  for (size_t r = 0; r < kRuns; ++r) {
+    ns[r] = std::chrono::duration<double, std::nano>(spent[r]).count() /
+            (static_cast<double>(state.iterations()) *
+             static_cast<double>(kPairedBlock));
+  }
+  return ns;
+}
+
+// Candidates of three weights (1, 2, 3 in turn): the general path.
+std::vector<poise::Candidate> ThreeWeights(const Cluster& c) {
+  std::vector<poise::Candidate> out = c.candidates;
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].weight = static_cast<uint32_t>(1 + i % 3);
+  }
+  return out;
+}
+
+// The unbounded picks of issue 27's goals, paired: one weight, two weights,
+// three weights (the general path) through PreparedCandidates, and the ring.
+void BM_PairedPicks(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const Cluster one = MakeCluster(n, 0, /*one_weight=*/true);
+  const Cluster two = MakeCluster(n, 0, /*one_weight=*/false);
+  const std::vector<poise::Candidate> three = ThreeWeights(two);
+  const auto prepare = [](const std::vector<poise::Candidate>& candidates) {
+    return poise::PreparedCandidates(
+        candidates, std::make_shared<const poise::IdentityTable>(candidates));
+  };
+  const poise::PreparedCandidates p1 = prepare(one.candidates);
+  const poise::PreparedCandidates p2 = prepare(two.candidates);
+  const poise::PreparedCandidates p3 = prepare(three);
+  using Path = poise::PreparedCandidates::Path;
+  if (p1.path() != Path::kOneWeight || p2.path() != Path::kTwoWeights ||
+      p3.path() != Path::kGeneral) {
+    state.SkipWithError("a list does not take the intended path");
+    return;
+  }
+  const Ring ring = BuildRing(one.candidates);
+  const auto ns = PairedRuns<4>(
+      state,
+      {[&](const std::string& key) { benchmark::DoNotOptimize(p1.Pick(key)); },
+       [&](const std::string& key) { benchmark::DoNotOptimize(p2.Pick(key)); },
+       [&](const std::string& key) { benchmark::DoNotOptimize(p3.Pick(key)); },
+       [&](const std::string& key) {
+         benchmark::DoNotOptimize(RingPick(ring, key));
+       }});
+  state.counters["one_ns"] = ns[0];
+  state.counters["two_ns"] = ns[1];
+  state.counters["general_ns"] = ns[2];
+  state.counters["ring_ns"] = ns[3];
+  state.counters["one_over_ring"] = ns[0] / ns[3];
+  state.counters["two_over_one"] = ns[1] / ns[0];
+  state.counters["general_over_one"] = ns[2] / ns[0];
+}
+
+// The saturated bounded pick (range(1) percent of the backends full, one
+// weight or, range(2) = 2, two), paired: RouteWithTotal as the router runs
+// it (the walk, then every load past WalkVisitsBeforeReadingAll), the same
+// pick reading every load as soon as the owner is full (walk_visits 0: the
+// loads the sampled route read, and its one pass over them) and the walk
+// without limit (the route before this change).
+void BM_PairedSaturated(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const Cluster c = MakeCluster(n, static_cast<double>(state.range(1)) / 100.0,
+                                /*one_weight=*/state.range(2) == 1);
+  const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
+  const Counters counters(c.loads);
+  const uint64_t total = c.LoadSum();
+  const auto table = std::make_shared<const poise::IdentityTable>(c.candidates);
+  poise::PreparedCandidates route(c.candidates, table);
+  poise::PreparedCandidates read_all(c.candidates, table);
+  poise::PreparedCandidates walk(c.candidates, table);
+  read_all.set_walk_visits(0);
+  walk.set_walk_visits(n);
+
+  poise::DecisionScratch scratch;
+  const auto run = [&](const poise::PreparedCandidates& p) {
+    return [&](const std::string& key) {
+      benchmark::DoNotOptimize(
+          p.RouteWithTotal(policy, key, total, counters.view.data(), scratch));
+    };
+  };
+  const auto ns = PairedRuns<3>(state, {run(route), run(read_all), run(walk)});
+  state.counters["route_ns"] = ns[0];
+  state.counters["read_all_ns"] = ns[1];
+  state.counters["walk_ns"] = ns[2];
+  state.counters["ratio"] = ns[0] / ns[1];
+  state.counters["walk_ratio"] = ns[2] / ns[1];
+  state.counters["saturated"] = c.saturated_fraction;
+}
+
 // Membership update: the picker snapshot (candidates, shared counters and the
 // PreparedCandidates over the shared table).
 void BM_SnapshotBuild(benchmark::State& state) {
@@ -576,6 +709,9 @@ BENCHMARK(BM_PreparedRouteWithTotalTwoWeights)
     ->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PairedRatio)->ArgsProduct({{3, 10, 100, 1000}, {50}});
 BENCHMARK(BM_PairedRatioTwoWeights)->ArgsProduct({{3, 10, 100, 1000}, {50}});
+BENCHMARK(BM_PairedPicks)->Apply(Sizes);
+BENCHMARK(BM_PairedSaturated)
+    ->ArgsProduct({{3, 10, 100, 1000}, {50, 90}, {1, 2}});
 BENCHMARK(BM_Ring)->Apply(Sizes);
 BENCHMARK(BM_ArgmaxFloor)->Apply(Sizes);
 BENCHMARK(BM_SnapshotBuild)->Arg(10)->Arg(100)->Arg(1000);

@@ -234,6 +234,28 @@ WalkStep NextInKeyOrder(const PreparedList& list, Walk& walk,
   }
 }
 
+size_t FirstWithRoomOfAll(const PreparedList& list, const Walk& walk,
+                          DecisionScratch& scratch) {
+  const uint64_t* const z = scratch.hashes();
+  const uint64_t* const loads = scratch.loads();
+  LargestZ best[2] = {LargestZ::Empty(), LargestZ::Empty()};
+  for (const uint32_t i : list.eligible) {
+    const size_t k = walk.groups == 1 ? 0 : list.has_second[i];
+    best[k].Offer(z[i], i, walk.bounds[k].HasRoom(loads[i]));
+  }
+  // A weight with nobody with room drops out.
+  const bool some[2] = {best[0].count != 0, best[1].count != 0};
+  if (!some[0] && !some[1]) return kNone;  // a stale total
+  for (size_t k = 0; k < 2; ++k) {
+    if (some[k] && !ClearOfRunnerUp(best[k])) return kNone;
+  }
+  if (!some[1]) return best[0].index;
+  if (!some[0]) return best[1].index;
+  return FirstIsBetter(best[0], walk.weights[0], best[1], walk.weights[1])
+             ? best[0].index
+             : best[1].index;
+}
+
 size_t ListUnvisited(const PreparedList& list, const Walk& walk,
                      DecisionScratch& scratch) {
   size_t* const order = scratch.list();
