@@ -1,7 +1,7 @@
 // The vector kernels of candidate_hash.h, written once with Highway and
 // compiled for every target of this build (x86-64: SSE4, AVX2, AVX-512 and
-// the portable EMU128; AArch64: NEON and SVE), with the best one the CPU
-// runs chosen at the first call (hwy's dynamic dispatch). foreach_target.h
+// the portable one; AArch64: NEON), with the best one the CPU runs chosen
+// at the first call (hwy's dynamic dispatch). foreach_target.h
 // includes this file again for each target; everything between the
 // HWY_BEFORE_NAMESPACE / HWY_AFTER_NAMESPACE pair is compiled per target.
 //
@@ -25,11 +25,15 @@
 #include "poise/identity_table.h"
 #include "poise/types.h"
 
-// SSSE3 (superseded by SSE4 on every CPU that matters here) and the SVE
-// variants past plain SVE are not compiled: each target costs a copy of the
-// kernels. A build may override the list.
+// Not compiled: SSSE3 (SSE4 supersedes it on every x86-64 CPU that has
+// it: each target costs a copy of the kernels), and the SVE targets: in
+// Highway 1.0.3 an SVE vector is a sizeless type, which C++ allows neither
+// in arrays nor as a class member, and these kernels keep their per-lane
+// state (interleaved chains, each group's leaders) in both. AArch64 runs
+// the NEON kernels. A build may override the list.
 #ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#define HWY_DISABLED_TARGETS \
+  (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #endif
 
 #undef HWY_TARGET_INCLUDE
@@ -351,17 +355,17 @@ struct KeepOfBits {
 
 // Each lane's LargestZ over the z offered to it, in the signed domain
 // (z ^ 2^63: unsigned 0, what a refused lane offers, is the least value).
+// Starts empty (as LargestZ::Empty()). The constructor is written out so
+// that it is compiled for the target (an implicit one is not, on GCC).
 struct LaneLead {
+  HWY_INLINE LaneLead()
+      : m1(hn::Set(DI(), INT64_MIN)),
+        m2(m1),
+        i1(hn::Set(D(), uint64_t{kNone})) {}
   VI m1;  // the largest z
   VI m2;  // the largest of the others
   V i1;   // the first index holding m1 (kNone while m1 is 0)
 };
-
-HWY_INLINE LaneLead EmptyLead() {
-  const DI di;
-  const VI least = hn::Set(di, INT64_MIN);
-  return {least, least, hn::Set(D(), uint64_t{kNone})};
-}
 
 HWY_INLINE VI Signed(V z) {
   const D d;
@@ -488,7 +492,6 @@ template <size_t kGroups>
 void GroupLeads(const IdentityTable::KeyRow& row, size_t n,
                 const uint8_t* group_bits, uint64_t* z, LargestZ* out) {
   LaneLead lead[kGroups];
-  for (LaneLead& l : lead) l = EmptyLead();
   if (row.common_power() != 0) {
     LeadPass<kGroups, true, true>(row, n, group_bits, z, lead);
   } else {
@@ -500,7 +503,7 @@ void GroupLeads(const IdentityTable::KeyRow& row, size_t n,
 LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
                        const uint8_t* eligible_bits, size_t count,
                        uint64_t* z) {
-  LaneLead lead = EmptyLead();
+  LaneLead lead;
   const bool common = row.common_power() != 0;
   if (eligible_bits == nullptr) {
     if (common) {
