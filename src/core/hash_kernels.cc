@@ -14,9 +14,12 @@
 //  - The largest-z search compares in the signed domain (z ^ 2^63), where
 //    every target has a compare: each lane keeps its largest z, that z's
 //    first index and its runner-up, and the lanes are merged at the end.
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "candidate_hash.h"
 #include "hash_and_group.h"
@@ -487,60 +490,56 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
   for (size_t g = 0; g < kGroups; ++g) out[g] = lead[g];
 }
 
-// The leads of `groups` (<= kMaxGroups) groups, merged, counts 0.
-template <size_t kGroups>
-void GroupLeads(const IdentityTable::KeyRow& row, size_t n,
-                const uint8_t* group_bits, uint64_t* z, LargestZ* out) {
-  LaneLead lead[kGroups];
+// LeadPass for this row: with its common power, or reading the powers.
+template <size_t kGroups, bool kBits>
+void LeadPassOnRow(const IdentityTable::KeyRow& row, size_t n,
+                   const uint8_t* bits, uint64_t* z, LaneLead* lead) {
   if (row.common_power() != 0) {
-    LeadPass<kGroups, true, true>(row, n, group_bits, z, lead);
+    LeadPass<kGroups, kBits, true>(row, n, bits, z, lead);
   } else {
-    LeadPass<kGroups, true, false>(row, n, group_bits, z, lead);
+    LeadPass<kGroups, kBits, false>(row, n, bits, z, lead);
   }
-  for (size_t g = 0; g < kGroups; ++g) out[g] = Merge(lead[g]);
 }
 
 LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
                        const uint8_t* eligible_bits, size_t count,
                        uint64_t* z) {
   LaneLead lead;
-  const bool common = row.common_power() != 0;
   if (eligible_bits == nullptr) {
-    if (common) {
-      LeadPass<1, false, true>(row, n, nullptr, z, &lead);
-    } else {
-      LeadPass<1, false, false>(row, n, nullptr, z, &lead);
-    }
-  } else if (common) {
-    LeadPass<1, true, true>(row, n, eligible_bits, z, &lead);
+    LeadPassOnRow<1, false>(row, n, nullptr, z, &lead);
   } else {
-    LeadPass<1, true, false>(row, n, eligible_bits, z, &lead);
+    LeadPassOnRow<1, true>(row, n, eligible_bits, z, &lead);
   }
   LargestZ out = Merge(lead);
   out.count = count;
   return out;
 }
 
+// The leads of kGroups groups, merged, counts 0.
+template <size_t kGroups>
+void GroupLeads(const IdentityTable::KeyRow& row, size_t n,
+                const uint8_t* group_bits, uint64_t* z, LargestZ* out) {
+  LaneLead lead[kGroups];
+  LeadPassOnRow<kGroups, true>(row, n, group_bits, z, lead);
+  for (size_t g = 0; g < kGroups; ++g) out[g] = Merge(lead[g]);
+}
+
+// GroupLeads<2> .. GroupLeads<kMaxGroups>, by group count - 2.
+using GroupLeadsFn = void (*)(const IdentityTable::KeyRow&, size_t,
+                              const uint8_t*, uint64_t*, LargestZ*);
+template <size_t... kMore>
+constexpr std::array<GroupLeadsFn, sizeof...(kMore)> GroupLeadsTable(
+    std::index_sequence<kMore...> /*unused*/) {
+  return {&GroupLeads<kMore + 2>...};
+}
+
 void TableLargestZByGroup(const IdentityTable::KeyRow& row, size_t n,
                           const uint8_t* group_bits, size_t groups, uint64_t* z,
                           LargestZ* out) {
-  static_assert(kMaxGroups == 8, "one instantiation per group count");
-  switch (groups) {
-    case 2:
-      return GroupLeads<2>(row, n, group_bits, z, out);
-    case 3:
-      return GroupLeads<3>(row, n, group_bits, z, out);
-    case 4:
-      return GroupLeads<4>(row, n, group_bits, z, out);
-    case 5:
-      return GroupLeads<5>(row, n, group_bits, z, out);
-    case 6:
-      return GroupLeads<6>(row, n, group_bits, z, out);
-    case 7:
-      return GroupLeads<7>(row, n, group_bits, z, out);
-    default:
-      return GroupLeads<8>(row, n, group_bits, z, out);
-  }
+  static constexpr std::array<GroupLeadsFn, kMaxGroups - 1> kByCount =
+      GroupLeadsTable(std::make_index_sequence<kMaxGroups - 1>());
+  kByCount[std::clamp<size_t>(groups, 2, kMaxGroups) - 2](row, n, group_bits, z,
+                                                          out);
 }
 
 void TableMixedRange(const IdentityTable::KeyRow& row, size_t begin, size_t end,

@@ -174,6 +174,23 @@ std::vector<std::string> RandomIdentities(std::mt19937_64& rng, size_t n,
   return owned;
 }
 
+// 1..max_n random identities (RandomIdentities, one length half the time)
+// and their table.
+struct RandomList {
+  std::vector<std::string> owned;
+  std::vector<std::string_view> ids;
+  IdentityTable table;
+
+  RandomList(std::mt19937_64& rng, size_t max_n)
+      : owned(Draw(rng, max_n)), ids(owned.begin(), owned.end()), table(ids) {}
+
+ private:
+  static std::vector<std::string> Draw(std::mt19937_64& rng, size_t max_n) {
+    const size_t n = 1 + rng() % max_n;  // drawn first (argument order)
+    return RandomIdentities(rng, n, rng() % 2 == 0);
+  }
+};
+
 void ExpectSameLead(const internal::LargestZ& got,
                     const internal::LargestZ& want, const std::string& where) {
   ASSERT_EQ(got.index, want.index) << where;
@@ -194,11 +211,10 @@ TEST_P(HashKernelsOnTarget, TableLeadersEqualTheScalarLoop) {
   size_t ties = 0, one_length = 0, leads = 0;
   constexpr uint64_t kUntouched = 0x5a5a5a5a5a5a5a5aULL;
   for (int list = 0; list < 3000; ++list) {
-    const size_t n = 1 + rng() % 70;
-    const std::vector<std::string> owned =
-        RandomIdentities(rng, n, rng() % 2 == 0);
-    const std::vector<std::string_view> ids(owned.begin(), owned.end());
-    const IdentityTable table(ids);
+    const RandomList random(rng, 70);
+    const std::vector<std::string_view>& ids = random.ids;
+    const IdentityTable& table = random.table;
+    const size_t n = ids.size();
     one_length += table.ForKey(0).common_power() != 0;
     const uint64_t mode = rng() % 3;  // 0: all eligible, 1: some, 2: none
     const size_t bytes = (n + 7) / 8;
@@ -265,13 +281,11 @@ TEST_P(HashKernelsOnTarget, TableLeadersEqualTheScalarLoop) {
 TEST_P(HashKernelsOnTarget, TableMixedRangeEqualsTheContract) {
   std::mt19937_64 rng(54);
   for (int list = 0; list < 200; ++list) {
-    const size_t n = 1 + rng() % 80;
-    const std::vector<std::string> owned =
-        RandomIdentities(rng, n, rng() % 2 == 0);
-    const std::vector<std::string_view> ids(owned.begin(), owned.end());
-    const IdentityTable table(ids);
+    const RandomList random(rng, 80);
+    const std::vector<std::string_view>& ids = random.ids;
+    const size_t n = ids.size();
     const std::string key = RandomBytes(rng, rng() % 20);
-    const IdentityTable::KeyRow row = table.ForKey(KeyHash(key).state());
+    const IdentityTable::KeyRow row = random.table.ForKey(KeyHash(key).state());
     for (size_t begin = 0; begin < n; begin += 1 + rng() % 5) {
       const size_t end = begin + rng() % (n - begin + 1);
       std::vector<uint64_t> z(end - begin + 1, 0);
