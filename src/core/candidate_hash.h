@@ -110,6 +110,30 @@ inline void HashCandidates(uint64_t key_state, const Candidate* c, size_t n,
   HashCandidatesScalar(key_state, c, n, z);
 }
 
+// The scalar reference of the leaders' kernels below (and what they run on
+// rows shorter than two vectors where the target has no 64-bit lane
+// product, as on AVX2: there the scalar loop is the faster): z[i] =
+// row.Mixed(i) for every i < n when `z` is given, and out[g] for g < groups
+// the LargestZ of the candidates in group g, offered in index order. One
+// group: candidate i is in it when bit i % 8 of bits[i / 8] is set (bits
+// nullptr: every i); several: group g's bits are at bits + g * ((n + 7) /
+// 8).
+inline void TableLeadsScalar(const IdentityTable::KeyRow& row, size_t n,
+                             const uint8_t* bits, size_t groups, uint64_t* z,
+                             LargestZ* out) {
+  const size_t bytes = (n + 7) / 8;
+  for (size_t g = 0; g < groups; ++g) out[g] = LargestZ::Empty();
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t zi = row.Mixed(i);
+    if (z != nullptr) z[i] = zi;
+    for (size_t g = 0; g < groups; ++g) {
+      const bool in =
+          bits == nullptr || ((bits[g * bytes + i / 8] >> (i % 8)) & 1) != 0;
+      out[g].Offer(zi, i, in);
+    }
+  }
+}
+
 // The one-weight leader from an IdentityTable row: the internal::LargestZ
 // that offering row.Mixed(i) for every eligible i < n, in index order,
 // builds. Candidate i is eligible when bit i % 8 of eligible_bits[i / 8] is
