@@ -12,6 +12,7 @@ src_dir="$root/third_party/grpc-src"
 packages=(
   g++ cmake make pkg-config dpkg-dev
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
+  libhwy-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format clang-tidy gnuplot-nox valgrind
   dnsmasq-base libc-ares-dev
