@@ -20,13 +20,35 @@ cmake -S "$root" -B "$build" \
   -DPOISE_BUILD_BENCHMARKS=OFF -DPOISE_INSTALL=OFF >/dev/null
 cmake --build "$build" -j"$jobs"
 
+# The per-target tests (KernelFixture, test/core/test_util.h) are named
+# ".../<Highway target>  # GetParam() = <target bit>". From a ctest JUnit
+# file: "<count> <target> <run|notrun>" (notrun: skipped, as the CPU lacks
+# the target).
+per_target() {
+  grep -oE 'testcase name="[^"]*/[A-Z0-9_]+  # GetParam\(\) = [0-9]+"[^>]* status="[a-z]+"' "$1" |
+    sed -E 's|.*/([A-Z0-9_]+)  # GetParam.* status="([a-z]+)"|\1 \2|' | sort | uniq -c
+}
+
 for cpu in default max; do
   echo "== arm64 tests under qemu-aarch64, CPU $cpu"
   emulated=(env -u QEMU_CPU)
   [[ $cpu == default ]] || emulated=(env QEMU_CPU="$cpu")
+  junit=$build/ctest-$cpu.xml
   start=$SECONDS
   "${emulated[@]}" ctest --test-dir "$build" -j"$jobs" --output-on-failure \
-    --timeout 1200
+    --timeout 1200 --output-junit "$junit"
   echo "== arm64, CPU $cpu: $((SECONDS - start)) s under emulation" \
-    "(information only)"
+    "(information only); per-target tests (count, target, run/notrun):"
+  targets=$(per_target "$junit")
+  echo "$targets"
+  # Every CPU runs some target's kernels; qemu's max CPU has every feature
+  # an AArch64 target needs, so there none may be skipped.
+  if ! grep -q ' run$' <<<"$targets"; then
+    echo "arm64: no per-target test ran on CPU $cpu" >&2
+    exit 1
+  fi
+  if [[ $cpu == max ]] && grep -q ' notrun$' <<<"$targets"; then
+    echo "arm64: CPU max skipped a compiled target's tests" >&2
+    exit 1
+  fi
 done
