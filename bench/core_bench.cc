@@ -3,12 +3,18 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "poise/hash.h"
@@ -248,20 +254,19 @@ void PreparedPickBench(benchmark::State& state, bool one_weight) {
 void BM_PreparedPick(benchmark::State& state) {
   PreparedPickBench(state, true);
 }
-// The same with the scalar kernels forced: what a CPU without AVX-512 runs,
-// measured in the same process as the dispatched kernel.
-// Runs `bench` with the scalar kernels forced, then restores the dispatched
-// ones.
+// Runs `bench` with the kernels on their portable target (the last
+// compiled: what a CPU without any of the SIMD targets runs), then puts them
+// back on the target the run chose (main()).
 template <typename Bench>
-void WithScalarKernel(Bench&& bench) {
-  const poise::internal::HashKernel dispatched =
-      poise::internal::ActiveHashKernel();
-  poise::internal::SelectHashKernel(poise::internal::HashKernel::kScalar);
+void WithPortableKernel(Bench&& bench) {
+  const int64_t chosen = poise::internal::ActiveHashTarget();
+  poise::internal::ForceHashTarget(
+      poise::internal::CompiledHashTargets().back());
   bench();
-  poise::internal::SelectHashKernel(dispatched);
+  poise::internal::ForceHashTarget(chosen);
 }
-void BM_PreparedPickScalarKernel(benchmark::State& state) {
-  WithScalarKernel([&] { PreparedPickBench(state, true); });
+void BM_PreparedPickPortableKernel(benchmark::State& state) {
+  WithPortableKernel([&] { PreparedPickBench(state, true); });
 }
 void BM_PreparedPickTwoWeights(benchmark::State& state) {
   PreparedPickBench(state, false);
@@ -454,6 +459,136 @@ void BM_ArgmaxFloor(benchmark::State& state) {
   PerCandidate(state, n);
 }
 
+// The calling thread's CPU time: a block preempted by another process on the
+// shared development VMs is not charged for the other's time.
+struct ThreadCpuClock {
+  using duration = std::chrono::nanoseconds;
+  using time_point = std::chrono::time_point<ThreadCpuClock, duration>;
+  static time_point now() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return time_point(std::chrono::seconds(t.tv_sec) +
+                      std::chrono::nanoseconds(t.tv_nsec));
+  }
+};
+
+// Rotating timed blocks of the same keys: each iteration runs every one of
+// `runs` on kPairedBlock keys, the order rotated from one iteration to the
+// next, so that all see the same memory and the same drifts of the machine's
+// speed (the development VMs drift by several percent between runs).
+// Returns each run's CPU ns per call.
+constexpr size_t kPairedBlock = 64;
+template <size_t kRuns>
+std::array<double, kRuns> PairedRuns(
+    benchmark::State& state,
+    const std::array<std::function<void(const std::string&)>, kRuns>& runs) {
+  using Clock = ThreadCpuClock;
+  const auto& keys = Keys();
+  std::array<Clock::duration, kRuns> spent{};
+  size_t k = 0, first = 0;
+  for ([[maybe_unused]] auto _ : state) {
+    for (size_t turn = 0; turn < kRuns; ++turn) {
+      const size_t r = (first + turn) % kRuns;
+      const auto t = Clock::now();
+      for (size_t j = 0; j < kPairedBlock; ++j)
+        runs[r](keys[(k + j) % kKeyPool]);
+      spent[r] += Clock::now() - t;
+    }
+    first = (first + 1) % kRuns;
+    k += kPairedBlock;
+  }
+  std::array<double, kRuns> ns{};
+  for (size_t r = 0; r < kRuns; ++r) {
+    ns[r] = std::chrono::duration<double, std::nano>(spent[r]).count() /
+            (static_cast<double>(state.iterations()) *
+             static_cast<double>(kPairedBlock));
+  }
+  return ns;
+}
+
+// Candidates of three weights (1, 2, 3 in turn): the general path.
+std::vector<poise::Candidate> ThreeWeights(const Cluster& c) {
+  std::vector<poise::Candidate> out = c.candidates;
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].weight = static_cast<uint32_t>(1 + i % 3);
+  }
+  return out;
+}
+
+// The unbounded picks of issue 27's goals, paired: one weight, two weights,
+// three weights (the general path) through PreparedCandidates, and the ring.
+void BM_PairedPicks(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const Cluster one = MakeCluster(n, 0, /*one_weight=*/true);
+  const Cluster two = MakeCluster(n, 0, /*one_weight=*/false);
+  const std::vector<poise::Candidate> three = ThreeWeights(two);
+  const auto prepare = [](const std::vector<poise::Candidate>& candidates) {
+    return poise::PreparedCandidates(
+        candidates, std::make_shared<const poise::IdentityTable>(candidates));
+  };
+  const poise::PreparedCandidates p1 = prepare(one.candidates);
+  const poise::PreparedCandidates p2 = prepare(two.candidates);
+  const poise::PreparedCandidates p3 = prepare(three);
+  using Path = poise::PreparedCandidates::Path;
+  if (p1.path() != Path::kOneWeight || p2.path() != Path::kTwoWeights ||
+      p3.path() != Path::kGeneral) {
+    state.SkipWithError("a list does not take the intended path");
+    return;
+  }
+  const Ring ring = BuildRing(one.candidates);
+  const auto ns = PairedRuns<4>(
+      state,
+      {[&](const std::string& key) { benchmark::DoNotOptimize(p1.Pick(key)); },
+       [&](const std::string& key) { benchmark::DoNotOptimize(p2.Pick(key)); },
+       [&](const std::string& key) { benchmark::DoNotOptimize(p3.Pick(key)); },
+       [&](const std::string& key) {
+         benchmark::DoNotOptimize(RingPick(ring, key));
+       }});
+  state.counters["one_ns"] = ns[0];
+  state.counters["two_ns"] = ns[1];
+  state.counters["general_ns"] = ns[2];
+  state.counters["ring_ns"] = ns[3];
+  state.counters["one_over_ring"] = ns[0] / ns[3];
+  state.counters["two_over_one"] = ns[1] / ns[0];
+  state.counters["general_over_one"] = ns[2] / ns[0];
+}
+
+// The saturated bounded pick (range(1) percent of the backends full, one
+// weight or, range(2) = 2, two), paired: RouteWithTotal as the router runs
+// it (the walk, then every load past WalkVisitsBeforeReadingAll), the same
+// pick reading every load as soon as the owner is full (walk_visits 0: the
+// loads the sampled route read, and its one pass over them) and the walk
+// without limit (the route before this change).
+void BM_PairedSaturated(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const Cluster c = MakeCluster(n, static_cast<double>(state.range(1)) / 100.0,
+                                /*one_weight=*/state.range(2) == 1);
+  const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
+  const Counters counters(c.loads);
+  const uint64_t total = c.LoadSum();
+  const auto table = std::make_shared<const poise::IdentityTable>(c.candidates);
+  poise::PreparedCandidates route(c.candidates, table);
+  poise::PreparedCandidates read_all(c.candidates, table);
+  poise::PreparedCandidates walk(c.candidates, table);
+  read_all.set_walk_visits(0);
+  walk.set_walk_visits(n);
+
+  poise::DecisionScratch scratch;
+  const auto run = [&](const poise::PreparedCandidates& p) {
+    return [&](const std::string& key) {
+      benchmark::DoNotOptimize(
+          p.RouteWithTotal(policy, key, total, counters.view.data(), scratch));
+    };
+  };
+  const auto ns = PairedRuns<3>(state, {run(route), run(read_all), run(walk)});
+  state.counters["route_ns"] = ns[0];
+  state.counters["read_all_ns"] = ns[1];
+  state.counters["walk_ns"] = ns[2];
+  state.counters["ratio"] = ns[0] / ns[1];
+  state.counters["walk_ratio"] = ns[2] / ns[1];
+  state.counters["saturated"] = c.saturated_fraction;
+}
+
 // Membership update: the picker snapshot (candidates, shared counters and the
 // PreparedCandidates over the shared table).
 void BM_SnapshotBuild(benchmark::State& state) {
@@ -488,9 +623,9 @@ void BM_TableBuild(benchmark::State& state) {
   }
 }
 
-// The same full build with the scalar kernel (CPUs without AVX-512).
-void BM_TableBuildScalarKernel(benchmark::State& state) {
-  WithScalarKernel([&] { BM_TableBuild(state); });
+// The same full build on the portable target.
+void BM_TableBuildPortableKernel(benchmark::State& state) {
+  WithPortableKernel([&] { BM_TableBuild(state); });
 }
 
 // An address update through the identity store: the list's table is alive
@@ -524,8 +659,8 @@ void TableUpdateBench(benchmark::State& state) {
       per_update(after.table_bytes_written, before.table_bytes_written);
 }
 void BM_TableUpdate(benchmark::State& state) { TableUpdateBench(state); }
-void BM_TableUpdateScalarKernel(benchmark::State& state) {
-  WithScalarKernel([&] { TableUpdateBench(state); });
+void BM_TableUpdatePortableKernel(benchmark::State& state) {
+  WithPortableKernel([&] { TableUpdateBench(state); });
 }
 
 void BM_RingBuild(benchmark::State& state) {
@@ -566,7 +701,7 @@ BENCHMARK(BM_UnboundedTable)->Apply(Sizes);
 BENCHMARK(BM_Bounded)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_BoundedTable)->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PreparedPick)->Apply(Sizes);
-BENCHMARK(BM_PreparedPickScalarKernel)->Apply(Sizes);
+BENCHMARK(BM_PreparedPickPortableKernel)->Apply(Sizes);
 BENCHMARK(BM_PreparedPickTwoWeights)->Apply(Sizes);
 BENCHMARK(BM_PreparedRouteWithTotal)
     ->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
@@ -574,17 +709,58 @@ BENCHMARK(BM_PreparedRouteWithTotalTwoWeights)
     ->ArgsProduct({{3, 10, 100, 1000}, {0, 50, 90}});
 BENCHMARK(BM_PairedRatio)->ArgsProduct({{3, 10, 100, 1000}, {50}});
 BENCHMARK(BM_PairedRatioTwoWeights)->ArgsProduct({{3, 10, 100, 1000}, {50}});
+BENCHMARK(BM_PairedPicks)->Apply(Sizes);
+BENCHMARK(BM_PairedSaturated)
+    ->ArgsProduct({{3, 10, 100, 1000}, {50, 90}, {1, 2}});
 BENCHMARK(BM_Ring)->Apply(Sizes);
 BENCHMARK(BM_ArgmaxFloor)->Apply(Sizes);
 BENCHMARK(BM_SnapshotBuild)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_TableBuild)->Arg(10)->Arg(100)->Arg(1000);
-BENCHMARK(BM_TableBuildScalarKernel)->Arg(1000);
+BENCHMARK(BM_TableBuildPortableKernel)->Arg(1000);
 BENCHMARK(BM_TableUpdate)->Arg(10)->Arg(100)->Arg(1000);
-BENCHMARK(BM_TableUpdateScalarKernel)->Arg(1000);
+BENCHMARK(BM_TableUpdatePortableKernel)->Arg(1000);
 BENCHMARK(BM_RingBuild)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_InFlightSame)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_InFlightSeparate)->Threads(1)->Threads(2)->UseRealTime();
 
+// POISE_BENCH_TARGET=<name> (AVX2, AVX3, SSE4, NEON, ...: hwy's target
+// names) runs the kernels on that target, e.g. AVX2 on an AVX-512 host;
+// unset, on the best one the CPU has. The target run is in the output's
+// context (hwy_target).
+bool ChooseTarget() {
+  const char* const wanted = std::getenv("POISE_BENCH_TARGET");
+  if (wanted != nullptr && *wanted != '\0') {
+    int64_t target = 0;
+    for (const int64_t t : poise::internal::CompiledHashTargets()) {
+      if (std::string_view(poise::internal::HashTargetName(t)) == wanted) {
+        target = t;
+      }
+    }
+    if (target == 0 || !poise::internal::ForceHashTarget(target)) {
+      std::fprintf(stderr,
+                   "POISE_BENCH_TARGET=%s: not a compiled target this CPU "
+                   "runs; compiled:",
+                   wanted);
+      for (const int64_t t : poise::internal::CompiledHashTargets()) {
+        std::fprintf(stderr, " %s", poise::internal::HashTargetName(t));
+      }
+      std::fprintf(stderr, "\n");
+      return false;
+    }
+  }
+  benchmark::AddCustomContext(
+      "hwy_target",
+      poise::internal::HashTargetName(poise::internal::ActiveHashTarget()));
+  return true;
+}
+
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (!ChooseTarget()) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -4,7 +4,11 @@
 # drift of the machine's speed during the run (seen on the shared VM) spreads
 # over every row instead of biasing the rows that ran during it.
 # Usage: bench/run.sh [extra Google Benchmark flags]   (BUILD_DIR overrides
-# the build directory, default build-bench). The core benchmarks take about
+# the build directory, default build-bench; POISE_BENCH_TARGET=AVX2, SSE4,
+# AVX3, NEON, ... runs the hashing kernels on that Highway target instead of
+# the best one the CPU has, e.g. AVX2 on an AVX-512 host). The summary
+# starts with issue 27's goals, each figure beside its goal, and names the
+# target the kernels ran on. The core benchmarks take about
 # 2.5 minutes, the end-to-end benchmark about 4.5 (poise_e2e_bench, see
 # docs/performance.md; E2E_ARGS passes it options, E2E=0 skips it): about 7
 # minutes in all on the 2-core development machines, builds included. Then
@@ -13,8 +17,8 @@
 # commit's libraries with this checkout's memory_bench.cc in a temporary
 # directory and prints its table first, e.g. MEMORY_BASE=main: "today").
 # Then, where valgrind is installed, two instruction counts under callgrind
-# (deterministic, unlike the times above; valgrind runs the portable
-# kernel): an address update against a full table build
+# (deterministic, unlike the times above; valgrind has no AVX-512, so the
+# kernels run on AVX2 there): an address update against a full table build
 # (poise_table_update_ir, seconds; IR=0 skips it), and instructions per call
 # end to end (bench/callgrind.sh, about a minute per n; CALLGRIND_SIZES
 # chooses the n, default "3 10 100"; CALLGRIND=0 skips it).
@@ -44,6 +48,67 @@ def c(name, key):
     return None if b is None else b.get(key)
 def f(v, fmt="{:.1f}"):
     return "-" if v is None else fmt.format(v)
+target = data.get("context", {}).get("hwy_target", "?")
+print(f"hashing kernels on Highway target {target}")
+print()
+print(f"goals (issue 27), paired in one process (thread CPU time, rotating "
+      f"blocks of 64 keys), kernels on {target}")
+print("| figure | n | measured | goal | met |")
+print("|---|---:|---:|---|---|")
+def goal(figure, n, value, fmt, limit, text):
+    met = "-" if value is None else ("yes" if value <= limit else "no")
+    print(f"| {figure} | {n} | {f(value, fmt)} | {text} | {met} |")
+def paired(n, key):
+    return c(f"BM_PairedPicks/{n}", key)
+goal("one weight / ring", 100, paired(100, "one_over_ring"), "{:.2f}x", 1.5,
+     "<= 1.5x")
+one_1000 = paired(1000, "one_ns")
+goal("one weight, ns per pick", 1000, one_1000, "{:.0f}", 1200, "<= 1200")
+for n in (3, 10, 100, 1000):
+    goal("two weights / one weight", n, paired(n, "two_over_one"), "{:.2f}x",
+         1.3, "<= 1.3x")
+for n in (3, 10, 100, 1000):
+    goal("general (3 weights) / one weight", n,
+         paired(n, "general_over_one"), "{:.2f}x", 2.0, "<= 2x")
+build = t("BM_TableBuild/1000")
+goal("IdentityTable build, ns", 1000, build, "{:.0f}", 1.5e6, "<= 1.5 ms")
+# Below 512 eligible candidates RouteWithTotal reads every load as soon as
+# the owner is full (WalkVisitsBeforeReadingAll): the two runs are the same
+# code, and their ratio is the pairing's own spread.
+for weights in (1, 2):
+    for pct in (50, 90):
+        for n in (3, 10, 100, 1000):
+            r = c(f"BM_PairedSaturated/{n}/{pct}/{weights}", "ratio")
+            label = (f"RouteWithTotal {pct}% full, {weights} weight"
+                     f"{'s' if weights > 1 else ''} / reading every load")
+            if n < 512:
+                print(f"| {label} | {n} | {f(r, '{:.2f}x')} | <= 1x "
+                      f"| yes: the same code (n < 512) |")
+            else:
+                goal(label, n, r, "{:.2f}x", 1.0, "<= 1x")
+print()
+print("the same picks' ns (paired): one weight, two, three (general), ring")
+print("| n | one | two | general | ring |")
+print("|---:|---:|---:|---:|---:|")
+for n in (3, 10, 100, 1000):
+    print(f"| {n} | {f(paired(n, 'one_ns'))} | {f(paired(n, 'two_ns'))} "
+          f"| {f(paired(n, 'general_ns'))} | {f(paired(n, 'ring_ns'))} |")
+print()
+print("RouteWithTotal saturated (paired ns): the route, the same pick reading "
+      "every load once the owner is full, the walk without limit (before "
+      "issue 27); ratios over reading every load")
+print("| weights | full | n | route | reading every load | walk | route ratio "
+      "| walk ratio |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+for weights in (1, 2):
+    for pct in (50, 90):
+        for n in (3, 10, 100, 1000):
+            name = f"BM_PairedSaturated/{n}/{pct}/{weights}"
+            print(f"| {weights} | {pct}% | {n} | {f(c(name, 'route_ns'))} "
+                  f"| {f(c(name, 'read_all_ns'))} | {f(c(name, 'walk_ns'))} "
+                  f"| {f(c(name, 'ratio'), '{:.2f}')} "
+                  f"| {f(c(name, 'walk_ratio'), '{:.2f}')} |")
+print()
 print("median of 5 repetitions; ns per pick (cpu time); ns/cand = ns per pick / n")
 # b_name: the bounded decision (for the prepared lists RouteWithTotal,
 # given the sum of the loads and the in-flight counters: what the router
@@ -79,13 +144,12 @@ for title, u_name, b_name in (
               f"| {f(t(f'BM_Ring/{n}'))} | {f(a)} "
               f"| {f(a / n if a else None, '{:.2f}')} |")
 print()
-print("one weight, the pick by kernel (same process): the dispatched one "
-      "(AVX-512 where the CPU has it) and the scalar one that CPUs without "
-      "it run")
-print("| n | dispatched kernel | scalar kernel | scalar / dispatched |")
+print(f"one weight, the pick by kernel target (same process): {target} and "
+      "the portable target (what a CPU without any SIMD target runs)")
+print(f"| n | {target} | portable | portable / {target} |")
 print("|---:|---:|---:|---:|")
 for n in (3, 10, 100, 1000):
-    d, s = t(f"BM_PreparedPick/{n}"), t(f"BM_PreparedPickScalarKernel/{n}")
+    d, s = t(f"BM_PreparedPick/{n}"), t(f"BM_PreparedPickPortableKernel/{n}")
     print(f"| {n} | {f(d)} | {f(s)} | {f(s / d if d and s else None, '{:.2f}')} |")
 print()
 print("bounded (50% saturated) over unbounded, paired: Pick, "
@@ -117,9 +181,9 @@ print("address update changing 1 of n identities through the identity store "
 print("| n | kernel | update ns | hashed | bytes written | full build ns "
       "| update / full build |")
 print("|---:|---|---:|---:|---:|---:|---:|")
-for n, kernel, suffix in ((10, "dispatched", ""), (100, "dispatched", ""),
-                          (1000, "dispatched", ""),
-                          (1000, "scalar", "ScalarKernel")):
+for n, kernel, suffix in ((10, target, ""), (100, target, ""),
+                          (1000, target, ""),
+                          (1000, "portable", "PortableKernel")):
     u = t(f"BM_TableUpdate{suffix}/{n}")
     full = t(f"BM_TableBuild{suffix}/{n}")
     print(f"| {n} | {kernel} | {f(u, '{:.0f}')} "
@@ -182,7 +246,7 @@ if command -v valgrind >/dev/null; then
     (cd "$ir" && valgrind --tool=callgrind --instr-atstart=no \
       "$build/bench/poise_table_update_ir" 1000 "$reps" >/dev/null 2>&1)
     echo
-    echo "identity table, n = 1000, instructions (callgrind, portable kernel), per operation"
+    echo "identity table, n = 1000, instructions (callgrind: kernels on AVX2 at most), per operation"
     echo "| operation | Ir | of a full build |"
     echo "|---|---:|---:|"
     full=

@@ -11,8 +11,9 @@
 //   3. "same-list": Share() of the live list again (a second channel).
 // Each is repeated `reps` times inside its window; the script divides.
 // Without valgrind the toggles do nothing and it only prints the store's
-// counts. Valgrind does not run AVX-512, so the counts are the portable
-// kernel's (docs/performance.md).
+// counts. Valgrind does not run AVX-512, so the counts are those of the
+// best target below it (AVX2 on the development machines;
+// docs/performance.md).
 #include <valgrind/callgrind.h>
 
 #include <cstdio>

@@ -12,13 +12,24 @@ src_dir="$root/third_party/grpc-src"
 packages=(
   g++ cmake make pkg-config dpkg-dev
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
+  libhwy-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format clang-tidy gnuplot-nox valgrind
   dnsmasq-base libc-ares-dev openssl
+  # tools/test-arm64.sh: the core cross-built for arm64, tested under qemu
+  # (GoogleTest from the googletest package's sources).
+  g++-aarch64-linux-gnu qemu-user libc6-dev:arm64 libabsl-dev:arm64 libhwy-dev:arm64
 )
 
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+
+# The :arm64 packages come from Debian's multiarch archive; apt-get update
+# (below, as a package is then missing) fetches its lists.
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  echo "setup: adding the arm64 architecture"
+  "${sudo_cmd[@]}" dpkg --add-architecture arm64
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,9 +1,12 @@
-// Hashing a run of candidates for one key: z = KeyHash::Mixed(identity) for
-// every candidate, by a portable scalar kernel (four interleaved FNV-1a
-// chains) or, where the CPU has AVX-512 F/DQ/BW/VL, by a vector kernel that
-// hashes eight candidates per 512-bit register. Both are integer arithmetic
-// only, so they agree bit for bit with KeyHash::Mixed (hash_kernel_test checks
-// both against it). Private to src/core and its tests.
+// The hashing kernels: z = KeyHash::Mixed(identity) for a run of candidates
+// (from their identities, or through an IdentityTable row), the largest-z
+// search of the short paths, the survivor levels of the bounded walk and the
+// table build's per-identity offsets. A portable scalar kernel (four
+// interleaved FNV-1a chains) is the reference and serves short runs; the
+// vector kernels are one Highway source (hash_kernels.cc) dispatched at run
+// time. All are integer arithmetic only, so they agree bit for bit with
+// KeyHash::Mixed (hash_kernel_test checks every target the CPU runs against
+// it). Private to src/core and its tests.
 #ifndef POISE_SRC_CORE_CANDIDATE_HASH_H_
 #define POISE_SRC_CORE_CANDIDATE_HASH_H_
 
@@ -11,18 +14,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "largest_z.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
 #include "poise/types.h"
-
-// The vector kernel needs x86-64 and GCC or Clang (target attributes).
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define POISE_HAVE_AVX512_HASH 1
-#else
-#define POISE_HAVE_AVX512_HASH 0
-#endif
 
 namespace poise::internal {
 
@@ -90,55 +87,98 @@ inline void HashCandidatesScalar(uint64_t key_state, const Candidate* c,
   for (; i < n; i += 4) HashRound<4>(key_state, c, n, i, z);
 }
 
-// The same with AVX-512; call only when Avx512HashSupported().
-void HashCandidatesAvx512(uint64_t key_state, const Candidate* c, size_t n,
+// The vector kernels (src/core/hash_kernels.cc): one Highway source compiled
+// for every target of the build (x86-64: SSE4, AVX2, AVX-512, EMU128;
+// AArch64: NEON, SVE), the best one the CPU runs chosen at the first call.
+
+// HashCandidatesScalar's z, several candidates per vector.
+void HashCandidatesVector(uint64_t key_state, const Candidate* c, size_t n,
                           uint64_t* z);
 
-// The CPU (and the compiler) can run HashCandidatesAvx512.
-bool Avx512HashSupported();
-
-enum class HashKernel : uint8_t { kScalar, kAvx512 };
-
-// The kernel HashCandidates uses: chosen once, at first use, from the CPU's
-// features (AVX-512 when supported).
-HashKernel ActiveHashKernel();
-
-// Forces a kernel (for tests and benchmarks). Returns false, changing
-// nothing, when `kernel` is not supported on this CPU.
-bool SelectHashKernel(HashKernel kernel);
-
-// Below this many candidates the scalar kernel is faster: a vector block
-// costs about one vpmullq latency per identity byte whatever its width, while
-// the scalar chains are throughput-bound (docs/performance.md).
+// Below this many candidates the scalar kernel is as fast: a vector block
+// costs about one 64-bit product's latency per identity byte whatever its
+// width, while the scalar chains are throughput-bound (docs/performance.md).
 inline constexpr size_t kMinVectorRun = 16;
 
-// z for c[0..n) with the active kernel (inline: short runs skip the dispatch).
+// z for c[0..n) (inline: short runs skip the dispatch).
 inline void HashCandidates(uint64_t key_state, const Candidate* c, size_t n,
                            uint64_t* z) {
-  if (n >= kMinVectorRun && ActiveHashKernel() == HashKernel::kAvx512) {
-    HashCandidatesAvx512(key_state, c, n, z);
+  if (n >= kMinVectorRun) {
+    HashCandidatesVector(key_state, c, n, z);
     return;
   }
   HashCandidatesScalar(key_state, c, n, z);
 }
 
-// The one-weight leader from an IdentityTable row, eight candidates per
-// 512-bit register: the internal::LargestZ that offering row.Mixed(i) for every
-// eligible i < n, in index order, builds (PreparedCandidates' scalar loop).
-// Candidate i is eligible when bit i % 8 of eligible_bits[i / 8] is set
-// (nullptr: all n are), and `count` of them are. When `z` is given, z[i] =
-// row.Mixed(i) for every i < n, the ineligible too. Call only when
-// Avx512HashSupported().
-internal::LargestZ TableLargestZAvx512(const IdentityTable::KeyRow& row,
-                                       size_t n, const uint8_t* eligible_bits,
-                                       size_t count, uint64_t* z);
+// The scalar reference of the leaders' kernels below (and what they run on
+// rows shorter than two vectors where the target has no 64-bit lane
+// product, as on AVX2: there the scalar loop is the faster): z[i] =
+// row.Mixed(i) for every i < n when `z` is given, and out[g] for g < groups
+// the LargestZ of the candidates in group g, offered in index order. One
+// group: candidate i is in it when bit i % 8 of bits[i / 8] is set (bits
+// nullptr: every i); several: group g's bits are at bits + g * ((n + 7) /
+// 8).
+inline void TableLeadsScalar(const IdentityTable::KeyRow& row, size_t n,
+                             const uint8_t* bits, size_t groups, uint64_t* z,
+                             LargestZ* out) {
+  const size_t bytes = (n + 7) / 8;
+  for (size_t g = 0; g < groups; ++g) out[g] = LargestZ::Empty();
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t zi = row.Mixed(i);
+    if (z != nullptr) z[i] = zi;
+    for (size_t g = 0; g < groups; ++g) {
+      const bool in =
+          bits == nullptr || ((bits[g * bytes + i / 8] >> (i % 8)) & 1) != 0;
+      out[g].Offer(zi, i, in);
+    }
+  }
+}
+
+// The one-weight leader from an IdentityTable row: the internal::LargestZ
+// that offering row.Mixed(i) for every eligible i < n, in index order,
+// builds. Candidate i is eligible when bit i % 8 of eligible_bits[i / 8] is
+// set (nullptr: all n are), and `count` of them are. When `z` is given,
+// z[i] = row.Mixed(i) for every i < n, the ineligible too, and nothing past
+// n is written.
+LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
+                       const uint8_t* eligible_bits, size_t count, uint64_t* z);
+
+// The same for 2..kMaxGroups groups (weights): out[g] the LargestZ of the
+// candidates whose bit is set in group g's array, bit i % 8 of byte
+// group_bits[g * bytes + i / 8], bytes = (n + 7) / 8; counts left 0 (the
+// caller knows them). An ineligible candidate is in no group.
+void TableLargestZByGroup(const IdentityTable::KeyRow& row, size_t n,
+                          const uint8_t* group_bits, size_t groups, uint64_t* z,
+                          LargestZ* out);
+
+// z[k] = row.Mixed(begin + k) for k < end - begin.
+void TableMixedRange(const IdentityTable::KeyRow& row, size_t begin, size_t end,
+                     uint64_t* z);
 
 // Appends to `out` every i < n with z[i] - threshold < span (unsigned,
-// wrapping: z in [threshold, threshold + span)), ascending, eight z per
-// register; returns how many. Writes only those entries. Call only when
-// Avx512HashSupported().
-size_t ListZInRangeAvx512(const uint64_t* z, size_t n, uint64_t threshold,
-                          uint64_t span, size_t* out);
+// wrapping: z in [threshold, threshold + span)), ascending; returns how
+// many. Writes only those entries.
+size_t ListZInRange(const uint64_t* z, size_t n, uint64_t threshold,
+                    uint64_t span, size_t* out);
+
+// offset[l] = D(l) for l < 256 (identity_table.h): the FNV-1a walk from
+// state l over `identity` and the terminator 0xFF, less l * power, where
+// power = p^(|identity| + 1).
+void HashIdentityOffsets(std::string_view identity, uint64_t power,
+                         uint64_t* offset);
+
+// Test and benchmark hooks, in hwy's target bits (HWY_AVX2, ...; names by
+// HashTargetName):
+// every target compiled into the kernels, best first;
+std::vector<int64_t> CompiledHashTargets();
+// the one the kernels run now;
+int64_t ActiveHashTarget();
+// runs the kernels on `target` from now on (0: the best the CPU has again).
+// Not thread-safe: call it with no pick running. Returns false, and leaves
+// the kernels on the best target, when `target` was not compiled or the CPU
+// cannot run it.
+bool ForceHashTarget(int64_t target);
+const char* HashTargetName(int64_t target);
 
 }  // namespace poise::internal
 

@@ -11,41 +11,6 @@ namespace poise {
 
 namespace {
 
-// Walks all 256 low-byte states over `identity` ‖ 0xFF in lockstep:
-// independent chains, which the compiler vectorises.
-inline void Walk(uint64_t* state, std::string_view identity) {
-  for (uint64_t l = 0; l < 256; ++l) state[l] = l;
-  for (const char c : identity) {
-    const auto b = static_cast<uint8_t>(c);
-    for (size_t l = 0; l < 256; ++l) state[l] = Fnv1aUpdateByte(state[l], b);
-  }
-  for (size_t l = 0; l < 256; ++l) state[l] = Fnv1aUpdateByte(state[l], 0xFF);
-}
-
-void WalkScalar(uint64_t* state, std::string_view identity) {
-  Walk(state, identity);
-}
-
-#if POISE_HAVE_AVX512_HASH
-// The same loop with 64-bit vector multiplies (vpmullq): about 5x faster.
-__attribute__((target("avx512f,avx512dq"))) void WalkAvx512(
-    uint64_t* state, std::string_view identity) {
-  Walk(state, identity);
-}
-#endif
-
-using WalkFn = void (*)(uint64_t*, std::string_view);
-
-WalkFn ActiveWalk() {
-#if POISE_HAVE_AVX512_HASH
-  // The hashing kernel's choice (tests force either one).
-  if (internal::ActiveHashKernel() == internal::HashKernel::kAvx512) {
-    return WalkAvx512;
-  }
-#endif
-  return WalkScalar;
-}
-
 // p^m for m = |identity| + 1 (the terminator's step included).
 uint64_t PowerOf(std::string_view identity) {
   uint64_t power = kFnvPrime;
@@ -53,12 +18,11 @@ uint64_t PowerOf(std::string_view identity) {
   return power;
 }
 
-// One identity's offsets, in row order: D(l) = FNV(l) - l * p^m.
-void HashInto(WalkFn walk, std::string_view identity, uint64_t* power,
-              uint64_t* offset) {
-  walk(offset, identity);
+// One identity's offsets, in row order: D(l) = FNV(l) - l * p^m, all 256
+// low-byte states walked in lockstep by the vector kernel.
+void HashInto(std::string_view identity, uint64_t* power, uint64_t* offset) {
   *power = PowerOf(identity);
-  for (uint64_t l = 0; l < 256; ++l) offset[l] -= l * *power;
+  internal::HashIdentityOffsets(identity, *power, offset);
 }
 
 }  // namespace
@@ -68,11 +32,10 @@ IdentityTable::IdentityTable(const std::vector<std::string_view>& identities)
       power_(identities.size()),
       offset_(new uint64_t[identities.size() * 256]),
       identities_(identities.size()) {
-  const WalkFn walk = ActiveWalk();
   auto* const offset = const_cast<uint64_t*>(offset_.get());
   uint64_t row[256];
   for (size_t i = 0; i < size_; ++i) {
-    HashInto(walk, identities[i], &power_[i], row);
+    HashInto(identities[i], &power_[i], row);
     for (size_t l = 0; l < 256; ++l) offset[l * size_ + i] = row[l];
   }
   // The identities, copied into one buffer the views below point into.
@@ -163,7 +126,7 @@ IdentityTable::IdentityTable(const std::vector<Candidate>& candidates)
 namespace internal {
 
 void HashIdentityRow(std::string_view identity, IdentityRow* row) {
-  HashInto(ActiveWalk(), identity, &row->power, row->offset);
+  HashInto(identity, &row->power, row->offset);
 }
 
 }  // namespace internal

@@ -16,33 +16,6 @@ void SortByZ(const uint64_t* z, size_t* begin, size_t* end) {
   });
 }
 
-// Appends to `out` (from position `listed`) every index i < n whose z lies
-// in [threshold, threshold + span), reading every slot; returns the new end.
-// Branch-free: the write after the last kept one may fall past the list once
-// every candidate is listed (then `spare`). On long lists a block of 16 with
-// none kept (most of them) costs only the compares.
-size_t AppendZInRange(const uint64_t* z, size_t n, uint64_t threshold,
-                      uint64_t span, size_t* out, size_t listed, size_t size) {
-  size_t spare;
-  const auto list_range = [&](size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) {
-      *(listed < size ? out + listed : &spare) = i;
-      listed += z[i] - threshold < span;
-    }
-  };
-  constexpr size_t kBlock = 16;
-  size_t i = 0;
-  if (n >= 16 * kBlock) {
-    for (; i + kBlock <= n; i += kBlock) {
-      bool any = false;
-      for (size_t j = i; j < i + kBlock; ++j) any |= z[j] - threshold < span;
-      if (any) list_range(i, i + kBlock);
-    }
-  }
-  list_range(i, n);
-  return listed;
-}
-
 // Appends to the walk's list the eligible candidates but the owner whose z
 // lies in [walk.threshold, ceiling) (the first level, ceiling 0: z >=
 // walk.threshold). Branch-free: which candidates are kept is random, and as
@@ -66,15 +39,10 @@ void AppendSurvivorLevel(const PreparedList& list, Walk& walk,
   // z - threshold < span: z in [threshold, ceiling), with z below the
   // threshold wrapping past the span (ceiling 0 stands for 2^64).
   const uint64_t span = ceiling - walk.threshold;
-  const size_t n = list.candidates.size();
-  if (ActiveHashKernel() == HashKernel::kAvx512) {
-    // Eight z per compare, every slot read (an ineligible one's z may be
-    // anything); the ineligible and the owner are dropped below.
-    listed += ListZInRangeAvx512(z, n, walk.threshold, span, order + listed);
-  } else {
-    listed = AppendZInRange(z, n, walk.threshold, span, order, listed,
-                            scratch.list_size());
-  }
+  // A vector of z per compare, every slot read (an ineligible one's z may
+  // be anything); the ineligible and the owner are dropped below.
+  listed += ListZInRange(z, list.candidates.size(), walk.threshold, span,
+                         order + listed);
   const bool all_eligible = list.every_candidate_eligible();
   size_t kept = begin;
   for (size_t s = begin; s < listed; ++s) {
@@ -264,6 +232,28 @@ WalkStep NextInKeyOrder(const PreparedList& list, Walk& walk,
     walk.threshold = SurvivorThreshold(list.eligible.size(), walk.quota);
     AppendSurvivorLevel(list, walk, scratch, ceiling);
   }
+}
+
+size_t FirstWithRoomOfAll(const PreparedList& list, const Walk& walk,
+                          DecisionScratch& scratch) {
+  const uint64_t* const z = scratch.hashes();
+  const uint64_t* const loads = scratch.loads();
+  LargestZ best[2] = {LargestZ::Empty(), LargestZ::Empty()};
+  for (const uint32_t i : list.eligible) {
+    const size_t k = walk.groups == 1 ? 0 : list.has_second[i];
+    best[k].Offer(z[i], i, walk.bounds[k].HasRoom(loads[i]));
+  }
+  // A weight with nobody with room drops out.
+  const bool some[2] = {best[0].count != 0, best[1].count != 0};
+  if (!some[0] && !some[1]) return kNone;  // a stale total
+  for (size_t k = 0; k < 2; ++k) {
+    if (some[k] && !ClearOfRunnerUp(best[k])) return kNone;
+  }
+  if (!some[1]) return best[0].index;
+  if (!some[0]) return best[1].index;
+  return FirstIsBetter(best[0], walk.weights[0], best[1], walk.weights[1])
+             ? best[0].index
+             : best[1].index;
 }
 
 size_t ListUnvisited(const PreparedList& list, const Walk& walk,

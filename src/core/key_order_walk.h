@@ -68,15 +68,17 @@ size_t ListUnvisited(const PreparedList& list, const Walk& walk,
 
 // One weight, sorted: the key's order is the list's while each z is
 // separated from the next one (the last listed: from every z below the
-// threshold). Visits those, reading their loads into the scratch; returns
-// the first with room, or kNone when NextInKeyOrder must settle the next.
+// threshold). Visits those (the walk's first `walk_visits` after the owner
+// at most), reading their loads into the scratch; returns the first with
+// room, or kNone when NextInKeyOrder must settle the next.
 template <typename Reader>
-size_t VisitSortedRun(Walk& walk, const Reader& load,
+size_t VisitSortedRun(Walk& walk, const Reader& load, size_t walk_visits,
                       DecisionScratch& scratch) {
   const uint64_t* const z = scratch.hashes();
   const size_t* const list = scratch.list();
   uint64_t* const loads = scratch.loads();
-  while (walk.sorted && walk.groups == 1 && walk.visited < walk.listed) {
+  while (walk.sorted && walk.groups == 1 && walk.visited < walk.listed &&
+         walk.visited <= walk_visits) {
     const size_t p = walk.visited;
     const size_t i = list[p];
     const bool last = p + 1 == walk.listed;
@@ -91,23 +93,49 @@ size_t VisitSortedRun(Walk& walk, const Reader& load,
   return kNone;
 }
 
+// The first candidate with room in the key's order from every eligible
+// load (in the scratch): each weight's largest z among those with room,
+// when clear of the next one with room (score_bounds.h: within a weight the
+// key's order is the order of z there), and with two weights the better of
+// the two (FirstIsBetter); a weight with nobody with room drops out. kNone
+// when nobody has room (a stale total) or the z do not settle it (the
+// general search decides).
+size_t FirstWithRoomOfAll(const PreparedList& list, const Walk& walk,
+                          DecisionScratch& scratch);
+
+// How many candidates after the owner the walk visits, at most, before it
+// reads every eligible load and takes FirstWithRoomOfAll. Below 512
+// eligible candidates none: reading every load and one pass over them costs
+// less than a walk on a mostly saturated list (at 90 % full, even one step
+// of the walk and then every load cost more), and no more than a short walk
+// at half saturation. From 512 on, a walk past n / 32 candidates is on a
+// mostly saturated list, where every load read in one pass still costs
+// less than listing further survivor levels (bench/core_bench.cc,
+// BM_PairedSaturated; docs/performance.md).
+inline size_t WalkVisitsBeforeReadingAll(size_t eligible) {
+  return eligible < 512 ? 0 : eligible / 32;
+}
+
 // The first candidate with room in the key's order after the full `owner`
-// (whose load was `owner_load`), reading each visited load once into the
-// scratch. kNone when the general search must answer: every eligible load
-// is in scratch.loads() then (the walk reads the ones it did not visit).
-// Out of line: the idle owner's path stays a few contiguous cache lines.
+// (whose load was `owner_load`), reading each load at most once into the
+// scratch: along the key's order for up to `walk_visits` candidates, then
+// every load not read yet (FirstWithRoomOfAll). kNone when the general
+// search must answer: every eligible load is in scratch.loads() then. Out of
+// line: the idle owner's path stays a few contiguous cache lines.
 template <typename Reader>
 [[gnu::noinline]] size_t WalkToRoom(const PreparedList& list,
                                     uint32_t factor_percent,
                                     uint64_t total_load, size_t owner,
                                     uint64_t owner_load, const Reader& load,
+                                    size_t walk_visits,
                                     DecisionScratch& scratch) {
   uint64_t* const loads = scratch.loads();
   size_t* const order = scratch.list();
   loads[owner] = owner_load;
   Walk walk = StartWalk(list, factor_percent, total_load, owner, scratch);
   for (;;) {
-    const size_t found = VisitSortedRun(walk, load, scratch);
+    if (walk.visited > walk_visits) break;  // the owner is the first visited
+    const size_t found = VisitSortedRun(walk, load, walk_visits, scratch);
     if (found != kNone) return found;
     const WalkStep step = NextInKeyOrder(list, walk, scratch);
     if (step.position == kNone) break;
@@ -128,7 +156,7 @@ template <typename Reader>
   for (size_t s = walk.visited; s < walk.visited + unvisited; ++s) {
     loads[order[s]] = load(order[s]);
   }
-  return kNone;
+  return FirstWithRoomOfAll(list, walk, scratch);
 }
 
 }  // namespace poise::internal

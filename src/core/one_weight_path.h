@@ -12,9 +12,8 @@
 namespace poise::internal {
 
 // The LargestZ of `list`'s eligible candidates for `key_state` (a one-weight
-// list); stores every eligible z in `z` when given (the vector kernel stores
-// the ineligible ones too). Where the CPU has AVX-512 the loop hashes and
-// compares eight candidates per register.
+// list), by the vector kernel (candidate_hash.h); stores every z, the
+// ineligible ones' too, in `z` when given.
 LargestZ OneWeightLargestZ(const PreparedList& list, uint64_t key_state,
                            uint64_t* z);
 

@@ -82,7 +82,7 @@ template <typename Reader>
 Result<Routed> RouteOnPreparedList(const PreparedList& list,
                                    const BoundedLoadRendezvous& bounded,
                                    std::string_view key, uint64_t total_load,
-                                   const Reader& load,
+                                   const Reader& load, size_t walk_visits,
                                    DecisionScratch& scratch) {
   if (list.path == ListPath::kGeneral) {
     return RouteOnGeneralPath(list, bounded, key, total_load, load, scratch);
@@ -99,7 +99,11 @@ Result<Routed> RouteOnPreparedList(const PreparedList& list,
       total_load, list.weights[list.GroupOf(o)], list.total_weight);
   if (owner_bound.HasRoom(owner_load)) return Routed{o, o, false, false};
   const size_t selection = internal::WalkToRoom(
-      list, bounded.factor_percent(), total_load, o, owner_load, load, scratch);
+      list, bounded.factor_percent(), total_load, o, owner_load, load,
+      walk_visits == kNone
+          ? internal::WalkVisitsBeforeReadingAll(list.eligible.size())
+          : walk_visits,
+      scratch);
   if (selection != kNone) return Routed{o, selection, true, false};
   return RouteOnReadLoads(list, bounded, key, total_load, scratch);
 }
@@ -111,13 +115,17 @@ PreparedCandidates::PreparedCandidates(
     std::shared_ptr<const IdentityTable> table)
     : list_(internal::PrepareList(std::move(candidates), std::move(table))) {}
 
+void PreparedCandidates::set_walk_visits(size_t visits) {
+  walk_visits_ = visits;
+}
+
 Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
   if (list_.path == ListPath::kOneWeight) {
     const internal::LargestZ largest =
         internal::OneWeightLargestZ(list_, KeyHash(key).state(), nullptr);
     if (internal::ClearOfRunnerUp(largest)) return largest.index;
-  } else if (list_.path == ListPath::kTwoWeights) {
-    return internal::PickTwoWeights(list_, key);
+  } else if (list_.group_count != 0) {  // two weights, or 3..kMaxGroups
+    return internal::PickByWeight(list_, key);
   }
   return WeightedRendezvous::Pick(key, list_.candidates, *list_.table);
 }
@@ -127,13 +135,14 @@ Result<Routed> PreparedCandidates::RouteWithTotal(
     uint64_t total_load, const InFlightCounter* const* counters,
     DecisionScratch& scratch) const {
   return RouteOnPreparedList(list_, bounded, key, total_load,
-                             CounterReader{counters}, scratch);
+                             CounterReader{counters}, walk_visits_, scratch);
 }
 
 Result<Routed> PreparedCandidates::RouteWithTotal(
     const BoundedLoadRendezvous& bounded, std::string_view key,
     uint64_t total_load, LoadReader load, DecisionScratch& scratch) const {
-  return RouteOnPreparedList(list_, bounded, key, total_load, load, scratch);
+  return RouteOnPreparedList(list_, bounded, key, total_load, load,
+                             walk_visits_, scratch);
 }
 
 }  // namespace poise

@@ -74,9 +74,13 @@ class PreparedCandidates final {
   // load is below its Bound for T:
   //  - the owner's load is read first; with room, the owner is the selection
   //    (one load read);
-  //  - otherwise the key's order is walked from the owner
-  //    (key_order_walk.h), reading the loads of the candidates visited,
-  //    each once, up to the first with room;
+  //  - otherwise, on lists of 512 or more eligible candidates, the key's
+  //    order is walked from the owner (key_order_walk.h), reading the loads
+  //    of the candidates visited, each once, up to the first with room or
+  //    n / 32 of them (a mostly saturated list); then, and at once on
+  //    shorter lists, every other eligible load is read and the first with
+  //    room comes from one pass over all of them
+  //    (WalkVisitsBeforeReadingAll);
   //  - with T equal to the sum of the eligible loads this is exactly
   //    Decide()'s affinity, selection and spilled;
   //  - a stale T (no candidate has room: T below the loads' sum) answers as
@@ -98,8 +102,16 @@ class PreparedCandidates final {
                                 LoadReader load,
                                 DecisionScratch& scratch) const;
 
+  // How many candidates after a full owner RouteWithTotal's walk visits, at
+  // most, before it reads every load (the same answers whatever the
+  // number). Unset: WalkVisitsBeforeReadingAll (key_order_walk.h); 0: every
+  // load is read as soon as the owner is full (the route before the walk,
+  // which the benchmarks compare against). Set it before sharing the list.
+  void set_walk_visits(size_t visits);
+
  private:
   internal::PreparedList list_;
+  size_t walk_visits_ = static_cast<size_t>(-1);  // see set_walk_visits
 };
 
 }  // namespace poise

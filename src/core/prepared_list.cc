@@ -26,12 +26,55 @@ bool ListEligible(PreparedList& list) {
   return true;
 }
 
+// bit i % 8 of byte i / 8 set for every i < n with of(i).
+template <typename Predicate>
+std::vector<uint8_t> BitsOf(size_t n, Predicate of) {
+  std::vector<uint8_t> bits((n + 7) / 8, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (of(i)) bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+  }
+  return bits;
+}
+
+// The eligible candidates' weights as groups (in order of first
+// appearance), each with its bit array, when there are at most kMaxGroups
+// distinct ones; none otherwise.
+void GroupByWeight(PreparedList& list) {
+  const size_t n = list.candidates.size();
+  const size_t bytes = (n + 7) / 8;
+  size_t count = 0;
+  std::vector<uint8_t> bits;
+  for (size_t i = 0; i < n; ++i) {
+    const Candidate& c = list.candidates[i];
+    if (!c.IsEligible()) continue;
+    size_t g = 0;
+    while (g < count && list.group_weights[g] != c.weight) ++g;
+    if (g == count) {
+      if (count == kMaxGroups) return;
+      list.group_weights[count] = c.weight;
+      list.group_sizes[count] = 0;
+      ++count;
+      bits.resize(count * bytes, 0);
+    }
+    bits[g * bytes + i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+    ++list.group_sizes[g];
+  }
+  list.group_count = count;
+  list.group_bits = std::move(bits);
+}
+
 void TakeGeneralPath(PreparedList& list) {
   list.path = ListPath::kGeneral;
   list.eligible.clear();
   list.has_second.clear();
   list.weights[0] = list.weights[1] = 0;
   list.total_weight = 0;
+  // Three to kMaxGroups weights: each weight's leader from one pass.
+  GroupByWeight(list);
+  if (list.group_count < 3) {
+    list.group_count = 0;
+    list.group_bits.clear();
+  }
 }
 
 }  // namespace
@@ -56,15 +99,14 @@ PreparedList PrepareList(std::vector<Candidate> candidates,
       SurvivorThreshold(list.eligible.size(), kSurvivorQuota);
   if (list.weights[1] != 0) {
     list.path = ListPath::kTwoWeights;
+    GroupByWeight(list);  // the two weights, in the same order
     return list;
   }
   list.path = ListPath::kOneWeight;
   list.has_second.clear();
   if (!list.every_candidate_eligible()) {
-    list.eligible_bits.assign((n + 7) / 8, 0);
-    for (const uint32_t i : list.eligible) {
-      list.eligible_bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
-    }
+    list.eligible_bits =
+        BitsOf(n, [&](size_t i) { return list.candidates[i].IsEligible(); });
   }
   return list;
 }

@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "hash_and_group.h"
 #include "poise/identity_table.h"
 #include "poise/types.h"
 
@@ -48,6 +49,15 @@ struct PreparedList {
   // SurvivorThreshold(eligible.size(), kSurvivorQuota), once per list.
   uint64_t survivor_threshold = 0;
 
+  // Two weights (weights[0] then weights[1]), and on the general path three
+  // to kMaxGroups of them: the eligible candidates of each weight, in order
+  // of first appearance, for the vector kernel's one pass over all groups
+  // (TableLargestZByGroup). Group g's bit array is group_bits[g * bytes ..
+  // (g + 1) * bytes), bytes = (n + 7) / 8; group_count 0: not grouped.
+  std::vector<uint8_t> group_bits;
+  size_t group_count = 0;
+  uint32_t group_weights[kMaxGroups] = {};
+  size_t group_sizes[kMaxGroups] = {};
   bool every_candidate_eligible() const {
     return eligible.size() == candidates.size();
   }

@@ -50,7 +50,7 @@ struct CandidateView {
   uint32_t weight(size_t i) const { return data[i].weight; }
   void Hash(size_t begin, size_t end, uint64_t* z) const {
     if (table != nullptr) {
-      table->MixedRange(key.state(), begin, end, z);
+      internal::TableMixedRange(table->ForKey(key.state()), begin, end, z);
     } else {
       internal::HashCandidates(key.state(), data + begin, end - begin, z);
     }

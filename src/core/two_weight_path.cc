@@ -1,5 +1,6 @@
 #include "two_weight_path.h"
 
+#include "candidate_hash.h"
 #include "owner_search.h"
 #include "poise/hash.h"
 #include "room_search.h"
@@ -8,27 +9,23 @@
 namespace poise::internal {
 namespace {
 
-template <bool kKeepZ>
-PassState TwoWeightPassImpl(const PreparedList& list, uint64_t key_state,
-                            uint64_t* z) {
-  LargestZ first = LargestZ::Empty();
-  LargestZ second = LargestZ::Empty();
-  const IdentityTable::KeyRow row = list.table->ForKey(key_state);
-  const uint8_t* const has_second = list.has_second.data();
-  for (const uint32_t i : list.eligible) {
-    const uint64_t zi = row.Mixed(i);
-    if constexpr (kKeepZ) z[i] = zi;
-    const bool is_second = has_second[i] != 0;
-    first.Offer(zi, i, !is_second);
-    second.Offer(zi, i, is_second);
-  }
+// Every weight's LargestZ from one pass of the vector kernel (z kept when
+// given).
+PassState GroupedPassImpl(const PreparedList& list, uint64_t key_state,
+                          uint64_t* z) {
+  LargestZ lead[kMaxGroups];
+  TableLargestZByGroup(list.table->ForKey(key_state), list.candidates.size(),
+                       list.group_bits.data(), list.group_count, z, lead);
   PassState pass;
-  pass.groups[0] = WeightGroup{list.weights[0], first, LargestZ::Empty()};
-  pass.groups[1] = WeightGroup{list.weights[1], second, LargestZ::Empty()};
-  pass.group_count = 2;
-  // Below 2^32 candidates of weight below 2^32: no wrap.
-  pass.total_weight = uint64_t{list.weights[0]} * first.count +
-                      uint64_t{list.weights[1]} * second.count;
+  for (size_t g = 0; g < list.group_count; ++g) {
+    lead[g].count = list.group_sizes[g];
+    pass.groups[g] =
+        WeightGroup{list.group_weights[g], lead[g], LargestZ::Empty()};
+  }
+  pass.group_count = list.group_count;
+  // The short paths' W (0 on the general path, where the unbounded search
+  // does not read it).
+  pass.total_weight = list.total_weight;
   return pass;
 }
 
@@ -48,12 +45,12 @@ PassState TwoWeightPassImpl(const PreparedList& list, uint64_t key_state,
 }  // namespace
 
 PassState TwoWeightPass(const PreparedList& list, uint64_t key_state) {
-  return TwoWeightPassImpl<false>(list, key_state, nullptr);
+  return GroupedPassImpl(list, key_state, nullptr);
 }
 
 PassState TwoWeightPassKeepingZ(const PreparedList& list, uint64_t key_state,
                                 uint64_t* z) {
-  return TwoWeightPassImpl<true>(list, key_state, z);
+  return GroupedPassImpl(list, key_state, z);
 }
 
 bool FirstIsBetter(const LargestZ& a, uint32_t wa, const LargestZ& b,
@@ -74,11 +71,13 @@ size_t TwoWeightOwner(const PreparedList& list, const PassState& pass) {
              : second.index;
 }
 
-Result<size_t> PickTwoWeights(const PreparedList& list, std::string_view key) {
+Result<size_t> PickByWeight(const PreparedList& list, std::string_view key) {
   const KeyHash hash(key);
-  PassState pass = TwoWeightPass(list, hash.state());
-  const size_t owner = TwoWeightOwner(list, pass);
-  if (owner != kNone) return owner;
+  PassState pass = GroupedPassImpl(list, hash.state(), nullptr);
+  if (list.path == ListPath::kTwoWeights) {
+    const size_t owner = TwoWeightOwner(list, pass);
+    if (owner != kNone) return owner;
+  }
   return PickAfterPass(hash, list.candidates, *list.table, pass);
 }
 

@@ -1,7 +1,9 @@
 // The two-weight path: each candidate is offered to both weights' LargestZ
 // and taken by its own, so both stay in registers and no candidate's weight
 // is searched for; the owner is the better of the two leaders by certified
-// bounds of their scores. Private to src/core.
+// bounds of their scores. The general path's lists of three to kMaxGroups
+// weights take the same pass (one LargestZ per weight) before the general
+// search. Private to src/core.
 #ifndef POISE_SRC_CORE_TWO_WEIGHT_PATH_H_
 #define POISE_SRC_CORE_TWO_WEIGHT_PATH_H_
 
@@ -27,8 +29,12 @@ PassState TwoWeightPassKeepingZ(const PreparedList& list, uint64_t key_state,
 // clear of their runners-up; kNone otherwise (the general search decides).
 size_t TwoWeightOwner(const PreparedList& list, const PassState& pass);
 
-// WeightedRendezvous::Pick's answer for a two-weight list.
-Result<size_t> PickTwoWeights(const PreparedList& list, std::string_view key);
+// WeightedRendezvous::Pick's answer for a grouped list (list.group_count
+// != 0: two weights, or three to kMaxGroups on the general path), from one
+// pass of the vector kernel over every weight: with two weights the better
+// leader when both are clear of their runners-up, else the general search
+// from that pass.
+Result<size_t> PickByWeight(const PreparedList& list, std::string_view key);
 
 // Whether a (of weight wa) precedes b (of weight wb) by the contract's
 // order; both clear of their runners-up. Their brackets settle most pairs.

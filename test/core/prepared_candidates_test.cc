@@ -75,8 +75,8 @@ Result<Decision> DecideByRoute(const PreparedCandidates& prepared,
       bounded.BoundFor(total, c[r.selection].weight, total_weight).Capacity()};
 }
 
-// The decision tests run once per hashing kernel: the scalar loops (CPUs
-// without AVX-512) and, where the CPU has it, the vector one-weight leader.
+// The decision tests run once per compiled target of the hashing kernels
+// that the CPU can run.
 class PreparedByKernel : public test_util::KernelFixture {};
 INSTANTIATE_TEST_SUITE_P(PreparedCandidates, PreparedByKernel,
                          test_util::Kernels(), test_util::KernelName);

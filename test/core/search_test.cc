@@ -518,9 +518,8 @@ void CheckRandomLists(uint64_t seed, int lists, size_t max_n, int keys_each) {
   }
 }
 
-// The whole-decision comparisons run once per hashing kernel: the scalar one
-// (the fallback on CPUs without AVX-512) and the AVX-512 one where the CPU
-// has it (what HashCandidates dispatches to there).
+// The whole-decision comparisons run once per compiled target of the hashing
+// kernels that the CPU can run.
 class ByKernel : public test_util::KernelFixture {};
 INSTANTIATE_TEST_SUITE_P(Search, ByKernel, test_util::Kernels(),
                          test_util::KernelName);

@@ -1,6 +1,6 @@
 // Small helpers shared by the core tests: the contract's backends as the
 // core's candidates, contract backends from a list of weights, and a fixture
-// that runs a test once per hashing kernel.
+// that runs a test once per compiled target of the hashing kernels.
 #ifndef POISE_TEST_CORE_TEST_UTIL_H_
 #define POISE_TEST_CORE_TEST_UTIL_H_
 
@@ -38,31 +38,28 @@ inline std::vector<contract::LoadedCandidate> Backends(
   return out;
 }
 
-// A parameterised fixture that selects the hashing kernel of its parameter
-// for the test (skipped where the CPU cannot run it) and restores the
-// dispatched one after: kScalar is what CPUs without AVX-512 run, kAvx512
-// what HashCandidates and the one-weight leader dispatch to where it can.
-// Derive a suite from it and instantiate it with Kernels() and KernelName.
-class KernelFixture : public ::testing::TestWithParam<internal::HashKernel> {
+// A parameterised fixture that runs its test with the hashing kernels
+// forced onto one Highway target (skipped where the CPU cannot run it) and
+// puts them back on the best one after. Derive a suite from it and
+// instantiate it with Kernels() and KernelName: every target compiled into
+// the kernels (x86-64: AVX3 = AVX-512, AVX2, SSE4 and the portable one;
+// AArch64: SVE and NEON).
+class KernelFixture : public ::testing::TestWithParam<int64_t> {
  protected:
   void SetUp() override {
-    if (!internal::SelectHashKernel(GetParam())) {
-      GTEST_SKIP() << "this CPU cannot run the AVX-512 kernel";
+    if (!internal::ForceHashTarget(GetParam())) {
+      GTEST_SKIP() << "this CPU cannot run the "
+                   << internal::HashTargetName(GetParam()) << " kernels";
     }
   }
-  void TearDown() override { internal::SelectHashKernel(dispatched_); }
-
- private:
-  internal::HashKernel dispatched_ = internal::ActiveHashKernel();
+  void TearDown() override { internal::ForceHashTarget(0); }
 };
 
 inline auto Kernels() {
-  return ::testing::Values(internal::HashKernel::kScalar,
-                           internal::HashKernel::kAvx512);
+  return ::testing::ValuesIn(internal::CompiledHashTargets());
 }
-inline std::string KernelName(
-    const ::testing::TestParamInfo<internal::HashKernel>& param) {
-  return param.param == internal::HashKernel::kScalar ? "Scalar" : "Avx512";
+inline std::string KernelName(const ::testing::TestParamInfo<int64_t>& param) {
+  return internal::HashTargetName(param.param);
 }
 
 }  // namespace poise::test_util

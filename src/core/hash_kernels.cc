@@ -1,0 +1,738 @@
+// The vector kernels of candidate_hash.h, written once with Highway and
+// compiled for every target of this build (x86-64: SSE4, AVX2, AVX-512 and
+// the portable one; AArch64: NEON), with the best one the CPU runs chosen
+// at the first call (hwy's dynamic dispatch). foreach_target.h
+// includes this file again for each target; everything between the
+// HWY_BEFORE_NAMESPACE / HWY_AFTER_NAMESPACE pair is compiled per target.
+//
+// All integer arithmetic, so every target gives the contract's z bit for bit
+// (test/core/hash_kernel_test.cc runs each one the CPU can run).
+//  - 64-bit lane products: native on AVX-512 (vpmullq), SVE and the
+//    portable targets (EMU128, or SCALAR where GCC < 12.3 breaks EMU128);
+//    elsewhere three 32x32->64 products (MulEven) for a constant factor, two
+//    for the FNV prime (2^40 + 0x1b3: its high half is a shift).
+//  - The largest-z search compares in the signed domain (z ^ 2^63), where
+//    every target has a compare: each lane keeps its largest z, that z's
+//    first index and its runner-up, and the lanes are merged at the end.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "candidate_hash.h"
+#include "hash_and_group.h"
+#include "largest_z.h"
+#include "poise/hash.h"
+#include "poise/identity_table.h"
+#include "poise/types.h"
+
+// Not compiled: SSSE3 (SSE4 supersedes it on every x86-64 CPU that has
+// it: each target costs a copy of the kernels), and the SVE targets: in
+// Highway 1.0.3 an SVE vector is a sizeless type, which C++ allows neither
+// in arrays nor as a class member, and these kernels keep their per-lane
+// state (interleaved chains, each group's leaders) in both. AArch64 runs
+// the NEON kernels. A build may override the list.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS \
+  (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/core/hash_kernels.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+static_assert(sizeof(size_t) == sizeof(uint64_t), "64-bit size_t");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "identity chunks are read little-endian");
+
+HWY_BEFORE_NAMESPACE();
+namespace poise::internal {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D = hn::ScalableTag<uint64_t>;
+using DI = hn::ScalableTag<int64_t>;
+using V = hn::Vec<D>;
+using VI = hn::Vec<DI>;
+
+// The most lanes a vector of this target holds (SVE: of any vector length).
+constexpr size_t kMaxLanes = HWY_LANES(uint64_t);
+
+// Targets without a 64-bit lane product.
+#undef POISE_EMULATED_MUL64
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 || \
+    HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_NEON
+#define POISE_EMULATED_MUL64 1
+#else
+#define POISE_EMULATED_MUL64 0
+#endif
+
+// v * c (mod 2^64) in every lane.
+template <uint64_t kC>
+HWY_INLINE V MulConst(V v) {
+  const D d;
+#if POISE_EMULATED_MUL64
+  // lo*c_lo + ((lo*c_hi + hi*c_lo) << 32): one 32x32->64 product, and the
+  // two cross products' low halves from one 32-bit multiply of v by c with
+  // its halves swapped ([lo*c_hi, hi*c_lo]), summed into the high half.
+  const hn::RepartitionToNarrow<D> d32;
+  const auto v32 = hn::BitCast(d32, v);
+  const auto c_lo = hn::BitCast(d32, hn::Set(d, kC & 0xFFFFFFFFu));
+  const auto swapped = hn::BitCast(d32, hn::Set(d, (kC << 32) | (kC >> 32)));
+  const V low = hn::MulEven(v32, c_lo);
+  const V cross = hn::BitCast(d, hn::Mul(v32, swapped));
+  const V high = hn::And(hn::Add(cross, hn::ShiftLeft<32>(cross)),
+                         hn::Set(d, uint64_t{0xFFFFFFFF00000000}));
+  return hn::Add(low, high);
+#else
+  return hn::Mul(v, hn::Set(d, kC));
+#endif
+}
+
+// v * kFnvPrime (mod 2^64), kFnvPrime = 2^40 + 0x1b3.
+HWY_INLINE V MulFnvPrime(V v) {
+#if POISE_EMULATED_MUL64
+  static_assert(kFnvPrime == (uint64_t{1} << 40) + 0x1b3, "the FNV prime");
+  const D d;
+  const hn::RepartitionToNarrow<D> d32;
+  const auto c = hn::BitCast(d32, hn::Set(d, uint64_t{0x1b3}));
+  const V low = hn::MulEven(hn::BitCast(d32, v), c);
+  const V high = hn::MulEven(hn::BitCast(d32, hn::ShiftRight<32>(v)), c);
+  return hn::Add(hn::Add(low, hn::ShiftLeft<32>(high)), hn::ShiftLeft<40>(v));
+#else
+  return MulConst<kFnvPrime>(v);
+#endif
+}
+
+// Mix64 in every lane.
+HWY_INLINE V Mix64V(V z) {
+  z = hn::Xor(z, hn::ShiftRight<30>(z));
+  z = MulConst<0xbf58476d1ce4e5b9ULL>(z);
+  z = hn::Xor(z, hn::ShiftRight<27>(z));
+  z = MulConst<0x94d049bb133111ebULL>(z);
+  return hn::Xor(z, hn::ShiftRight<31>(z));
+}
+
+// ---------------------------------------------------------------------------
+// Candidates hashed from their identities (no table).
+
+// Bytes [off, off + 8) of p[0..len) in the low-to-high bytes of a word, zero
+// past the end; no byte outside p[0..len) is read.
+HWY_INLINE uint64_t Chunk(const char* p, size_t len, size_t off) {
+  uint64_t w = 0;
+  if (off >= len) return 0;
+  if (len - off >= 8) {
+    std::memcpy(&w, p + off, 8);
+    return w;
+  }
+  if (len >= 8) {  // the identity's last 8 bytes, shifted down
+    std::memcpy(&w, p + len - 8, 8);
+    return w >> (8 * (off - (len - 8)));
+  }
+  for (size_t k = 0; off + k < len; ++k) {
+    w |= uint64_t{static_cast<uint8_t>(p[off + k])} << (8 * k);
+  }
+  return w;
+}
+
+// z for c[0..count), count <= G vectors of lanes: every lane is one chain
+// h = (h ^ byte) * prime over its identity, G vectors interleaved (each
+// step's product is several cycles long). Lanes whose identity has ended
+// keep their state; lanes past `count` or ineligible hash nothing and are
+// not stored.
+template <size_t G>
+// A kernel, exempt from the size and complexity checks: one function so that
+// the compiler keeps every lane's state in registers.
+// NOLINTNEXTLINE(readability-function-cognitive-complexity,readability-function-size)
+HWY_NOINLINE void HashBlock(uint64_t key_state, const Candidate* c,
+                            size_t count, uint64_t* z) {
+  const D d;
+  const DI di;
+  const size_t lanes = hn::Lanes(d);
+  const char* ptr[G * kMaxLanes];
+  HWY_ALIGN uint64_t len[G * kMaxLanes];
+  HWY_ALIGN uint64_t chunk[G * kMaxLanes];
+  size_t longest = 0, shortest = SIZE_MAX;
+  for (size_t j = 0; j < G * lanes; ++j) {
+    const bool use = j < count && c[j].IsEligible();
+    ptr[j] = use ? c[j].identity.data() : nullptr;
+    len[j] = use ? c[j].identity.size() : 0;
+    longest = std::max<size_t>(longest, len[j]);
+    shortest = use ? std::min<size_t>(shortest, len[j]) : shortest;
+  }
+  // Unused lanes end at once: only the used ones decide where every lane
+  // still has a byte.
+  if (shortest == SIZE_MAX) shortest = 0;
+  V h[G];
+  VI lens[G];
+  for (size_t g = 0; g < G; ++g) {
+    h[g] = hn::Set(d, key_state);
+    lens[g] = hn::BitCast(di, hn::Load(d, len + g * lanes));
+  }
+  const V low_byte = hn::Set(d, uint64_t{0xFF});
+  for (size_t off = 0; off < longest; off += 8) {
+    V v[G];
+    for (size_t g = 0; g < G; ++g) {
+      for (size_t k = 0; k < lanes; ++k) {
+        const size_t j = g * lanes + k;
+        chunk[j] = ptr[j] != nullptr ? Chunk(ptr[j], len[j], off) : 0;
+      }
+      v[g] = hn::Load(d, chunk + g * lanes);
+    }
+    const size_t steps = std::min<size_t>(8, longest - off);
+    for (size_t b = 0; b < steps; ++b) {
+      const int shift = static_cast<int>(8 * b);
+      if (off + b < shortest) {  // every used lane still has bytes
+        for (size_t g = 0; g < G; ++g) {
+          const V byte = hn::And(hn::ShiftRightSame(v[g], shift), low_byte);
+          h[g] = MulFnvPrime(hn::Xor(h[g], byte));
+        }
+        continue;
+      }
+      const VI at = hn::Set(di, static_cast<int64_t>(off + b));
+      for (size_t g = 0; g < G; ++g) {
+        const auto live = hn::RebindMask(d, hn::Lt(at, lens[g]));
+        const V byte = hn::And(hn::ShiftRightSame(v[g], shift), low_byte);
+        h[g] = hn::IfThenElse(live, MulFnvPrime(hn::Xor(h[g], byte)), h[g]);
+      }
+    }
+  }
+  HWY_ALIGN uint64_t out[G * kMaxLanes];
+  for (size_t g = 0; g < G; ++g) {
+    hn::Store(Mix64V(MulFnvPrime(hn::Xor(h[g], low_byte))), d, out + g * lanes);
+  }
+  std::memcpy(z, out, count * sizeof(uint64_t));
+}
+
+void HashCandidatesVector(uint64_t key_state, const Candidate* c, size_t n,
+                          uint64_t* z) {
+  constexpr size_t kG = 4;
+  const size_t block = kG * hn::Lanes(D());
+  size_t i = 0;
+  for (; i + block <= n; i += block) {
+    HashBlock<kG>(key_state, c + i, block, z + i);
+  }
+  const size_t rest = n - i;
+  if (rest == 0) return;
+  if (rest < kMinVectorRun) {
+    HashCandidatesScalar(key_state, c + i, rest, z + i);
+    return;
+  }
+  HashBlock<kG>(key_state, c + i, rest, z + i);
+}
+
+// ---------------------------------------------------------------------------
+// Candidates hashed through an IdentityTable row:
+// z = Mix64(key_state * power[i] + offset[i]).
+
+// key_state * power for a run of lanes, the key's halves split once.
+struct KeyFactor {
+  V key;
+  V key_hi;  // key >> 32 (emulated products)
+};
+
+HWY_INLINE KeyFactor FactorOf(uint64_t key_state) {
+  const D d;
+  return {hn::Set(d, key_state), hn::Set(d, key_state >> 32)};
+}
+
+HWY_INLINE V TimesKey(const KeyFactor& k, V power) {
+#if POISE_EMULATED_MUL64
+  const hn::RepartitionToNarrow<D> d32;
+  const auto p32 = hn::BitCast(d32, power);
+  const auto k32 = hn::BitCast(d32, k.key);
+  const V low = hn::MulEven(p32, k32);
+  const V cross =
+      hn::Add(hn::MulEven(p32, hn::BitCast(d32, k.key_hi)),
+              hn::MulEven(hn::BitCast(d32, hn::ShiftRight<32>(power)), k32));
+  return hn::Add(low, hn::ShiftLeft<32>(cross));
+#else
+  return hn::Mul(power, k.key);
+#endif
+}
+
+// Where a pass over a row reads: the row's arrays, or a padded copy of
+// their last few entries (so that no load runs past the table).
+struct RowView {
+  const uint64_t* power;
+  const uint64_t* offset;
+  V product;    // key_state * common power, when there is one
+  bool common;  // every power is the common one (powers unread)
+};
+
+HWY_INLINE V MixedAt(const KeyFactor& k, const RowView& r, size_t i) {
+  const D d;
+  const V scaled =
+      r.common ? r.product : TimesKey(k, hn::LoadU(d, r.power + i));
+  return Mix64V(hn::Add(scaled, hn::LoadU(d, r.offset + i)));
+}
+
+// Lanes [i, i + lanes) beyond n (< lanes of them) from padded copies.
+struct Tail {
+  HWY_ALIGN uint64_t power[kMaxLanes];
+  HWY_ALIGN uint64_t offset[kMaxLanes];
+  HWY_ALIGN uint64_t z[kMaxLanes];
+};
+
+HWY_INLINE RowView TailOf(const RowView& r, size_t i, size_t n, Tail& t) {
+  const size_t lanes = hn::Lanes(D());
+  for (size_t k = 0; k < lanes; ++k) {
+    t.power[k] = i + k < n && !r.common ? r.power[i + k] : 0;
+    t.offset[k] = i + k < n ? r.offset[i + k] : 0;
+  }
+  return RowView{t.power, t.offset, r.product, r.common};
+}
+
+HWY_INLINE RowView ViewOf(const IdentityTable::KeyRow& row) {
+  const uint64_t common = row.common_power();
+  return RowView{row.powers(), row.offsets(),
+                 hn::Set(D(), row.key_state() * common), common != 0};
+}
+
+// Bits [i, i + lanes) of the bit array bits[0..bytes) in the low bits of a
+// word (bits past the array read as 0; bits past `lanes` are unspecified).
+// i is a multiple of lanes, a power of two.
+HWY_INLINE uint64_t BitsAt(const uint8_t* bits, size_t bytes, size_t i,
+                           size_t lanes) {
+  if (lanes <= 8) return uint64_t{bits[i / 8]} >> (i % 8);  // one byte
+  uint64_t w = 0;
+  const size_t first = i / 8;
+  const size_t last = std::min(bytes, (i + lanes + 7) / 8);
+  for (size_t b = first; b < last; ++b) {
+    w |= uint64_t{bits[b]} << (8 * (b - first));
+  }
+  return w;
+}
+
+// Lane k all ones where bit k of `word` is set, else zero. Vectors of up
+// to four lanes load it from a table (one load rather than a broadcast, an
+// and and a compare); wider ones test the bits.
+#undef POISE_KEEP_TABLE
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 ||  \
+    HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_NEON || \
+    HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+#define POISE_KEEP_TABLE 1
+#else
+#define POISE_KEEP_TABLE 0
+#endif
+#if POISE_KEEP_TABLE
+constexpr size_t kTableLanes = HWY_LANES(uint64_t);
+static_assert(kTableLanes <= 4, "a table of 2^lanes rows");
+struct KeepTable {
+  HWY_ALIGN uint64_t lanes[size_t{1} << kTableLanes][kTableLanes];
+};
+constexpr KeepTable MakeKeepTable() {
+  KeepTable t{};
+  for (size_t word = 0; word < (size_t{1} << kTableLanes); ++word) {
+    for (size_t k = 0; k < kTableLanes; ++k) {
+      t.lanes[word][k] = ((word >> k) & 1) != 0 ? ~uint64_t{0} : 0;
+    }
+  }
+  return t;
+}
+constexpr KeepTable kKeepTable = MakeKeepTable();
+
+struct KeepOfBits {
+  V operator()(uint64_t word) const {
+    const size_t row = word & ((size_t{1} << kTableLanes) - 1);
+    return hn::Load(D(), kKeepTable.lanes[row]);
+  }
+};
+#else
+struct KeepOfBits {
+  V lane_bit = [] {
+    const D d;
+    HWY_ALIGN uint64_t bit[kMaxLanes];
+    for (size_t k = 0; k < hn::Lanes(d); ++k) bit[k] = uint64_t{1} << k;
+    return hn::Load(d, bit);
+  }();
+  V operator()(uint64_t word) const {
+    const D d;
+    return hn::VecFromMask(d, hn::TestBit(hn::Set(d, word), lane_bit));
+  }
+};
+#endif
+
+// Each lane's LargestZ over the z offered to it, in the signed domain
+// (z ^ 2^63: unsigned 0, what a refused lane offers, is the least value).
+// Starts empty (as LargestZ::Empty()). The constructor is written out so
+// that it is compiled for the target (an implicit one is not, on GCC).
+struct LaneLead {
+  HWY_INLINE LaneLead()
+      : m1(hn::Set(DI(), INT64_MIN)),
+        m2(m1),
+        i1(hn::Set(D(), uint64_t{kNone})) {}
+  VI m1;  // the largest z
+  VI m2;  // the largest of the others
+  V i1;   // the first index holding m1 (kNone while m1 is 0)
+};
+
+HWY_INLINE VI Signed(V z) {
+  const D d;
+  return hn::BitCast(DI(), hn::Xor(z, hn::Set(d, uint64_t{1} << 63)));
+}
+
+// As LargestZ::Offer, lane by lane: a strictly larger z leads (so the
+// first index of a lane's largest z stays), the old leader or the offered z
+// raises the runner-up.
+HWY_INLINE void Offer(LaneLead& l, VI s, V index) {
+  const auto gt = hn::Gt(s, l.m1);
+  l.m2 = hn::Max(l.m2, hn::IfThenElse(gt, l.m1, s));
+  l.m1 = hn::IfThenElse(gt, s, l.m1);
+  l.i1 = hn::IfThenElse(hn::RebindMask(D(), gt), index, l.i1);
+}
+
+// The lanes' leads merged into one LargestZ (count left to the caller): the
+// largest z, the lowest index holding it, and the largest z of everything
+// else (another lane's equal z included: a tie).
+HWY_INLINE LargestZ Merge(const LaneLead& l) {
+  const D d;
+  const DI di;
+  const size_t lanes = hn::Lanes(d);
+  HWY_ALIGN int64_t m1[kMaxLanes];
+  HWY_ALIGN int64_t m2[kMaxLanes];
+  HWY_ALIGN uint64_t i1[kMaxLanes];
+  hn::Store(l.m1, di, m1);
+  hn::Store(l.m2, di, m2);
+  hn::Store(l.i1, d, i1);
+  const auto unsigned_of = [](int64_t s) {
+    return static_cast<uint64_t>(s) ^ (uint64_t{1} << 63);
+  };
+  LargestZ lead = LargestZ::Empty();
+  uint64_t top = 0;
+  for (size_t k = 0; k < lanes; ++k) top = std::max(top, unsigned_of(m1[k]));
+  if (top == 0) return lead;  // no z > 0 was offered: nobody leads
+  size_t chosen = lanes;
+  for (size_t k = 0; k < lanes; ++k) {
+    if (unsigned_of(m1[k]) == top && (chosen == lanes || i1[k] < i1[chosen])) {
+      chosen = k;
+    }
+  }
+  uint64_t runner_up = 0;
+  for (size_t k = 0; k < lanes; ++k) {
+    runner_up = std::max(runner_up, unsigned_of(m2[k]));
+    if (k != chosen) runner_up = std::max(runner_up, unsigned_of(m1[k]));
+  }
+  lead.z = top;
+  lead.index = static_cast<size_t>(i1[chosen]);
+  lead.runner_up = runner_up;
+  return lead;
+}
+
+// One pass over row.Mixed(i), i < n: z stored when asked, and offered to
+// lead[g] for each group g < kGroups. One group (kGroups == 1): every
+// candidate, or with kBits those whose bit in `bits` is set. Several: group
+// g holds the candidates whose bit is set in its array, bits + g * bytes
+// (bytes = (n + 7) / 8). With kCommon every power is the row's common one
+// (unread). Compiled for each combination, so that the loop carries no test
+// of them.
+template <size_t kGroups, bool kBits, bool kCommon>
+// NOLINTNEXTLINE(readability-function-cognitive-complexity)
+HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
+                           const uint8_t* bits, uint64_t* z, LaneLead* out) {
+  // In registers, not through `out` (which the stores to z may alias).
+  LaneLead lead[kGroups];
+  for (size_t g = 0; g < kGroups; ++g) lead[g] = out[g];
+  const D d;
+  const DI di;
+  const size_t lanes = hn::Lanes(d);
+  const size_t bytes = (n + 7) / 8;
+  const KeyFactor key = FactorOf(row.key_state());
+  const RowView view = ViewOf(row);
+  const KeepOfBits keep_of;
+  const V step = hn::Set(d, uint64_t{lanes});
+  const V flip = hn::Set(d, uint64_t{1} << 63);
+  V index = hn::Iota(d, 0);
+  // Offers lanes [i, i + lanes) with z = x, `valid` of them (a tail: fewer
+  // than lanes). A refused lane offers z = 0 (x & 0), the least value.
+  const auto offer = [&](V x, size_t i, size_t valid) {
+    if constexpr (kGroups == 1 && !kBits) {
+      if (valid == lanes) {
+        Offer(lead[0], Signed(x), index);
+        index = hn::Add(index, step);
+        return;
+      }
+    }
+    const V in_range = hn::VecFromMask(d, hn::FirstN(d, valid));
+    for (size_t g = 0; g < kGroups; ++g) {
+      V keep = in_range;
+      if (kGroups > 1 || kBits) {
+        keep =
+            hn::And(keep, keep_of(BitsAt(bits + g * bytes, bytes, i, lanes)));
+      }
+      Offer(lead[g], hn::BitCast(di, hn::Xor(hn::And(x, keep), flip)), index);
+    }
+    index = hn::Add(index, step);
+  };
+  const auto mixed = [&](const RowView& r, size_t i) {
+    const V scaled =
+        kCommon ? r.product : TimesKey(key, hn::LoadU(d, r.power + i));
+    return Mix64V(hn::Add(scaled, hn::LoadU(d, r.offset + i)));
+  };
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const V x = mixed(view, i);
+    if (z != nullptr) hn::StoreU(x, d, z + i);
+    offer(x, i, lanes);
+  }
+  if (i != n) {
+    Tail tail;
+    const V x = mixed(TailOf(view, i, n, tail), 0);
+    if (z != nullptr) {
+      hn::Store(x, d, tail.z);
+      std::memcpy(z + i, tail.z, (n - i) * sizeof(uint64_t));
+    }
+    offer(x, i, n - i);
+  }
+  for (size_t g = 0; g < kGroups; ++g) out[g] = lead[g];
+}
+
+// LeadPass for this row: with its common power, or reading the powers.
+template <size_t kGroups, bool kBits>
+void LeadPassOnRow(const IdentityTable::KeyRow& row, size_t n,
+                   const uint8_t* bits, uint64_t* z, LaneLead* lead) {
+  if (row.common_power() != 0) {
+    LeadPass<kGroups, kBits, true>(row, n, bits, z, lead);
+  } else {
+    LeadPass<kGroups, kBits, false>(row, n, bits, z, lead);
+  }
+}
+
+// Rows shorter than two vectors go to the scalar loop where the target has
+// no 64-bit lane product: a few scalar multiplies cost less than the
+// vector pass's set-up and merge (AVX2: 74 against 85 ns a pick at n = 3).
+HWY_INLINE bool ScalarIsFaster(size_t n) {
+  return POISE_EMULATED_MUL64 && n < 2 * hn::Lanes(D());
+}
+
+LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
+                       const uint8_t* eligible_bits, size_t count,
+                       uint64_t* z) {
+  if (ScalarIsFaster(n)) {
+    LargestZ out;
+    TableLeadsScalar(row, n, eligible_bits, 1, z, &out);
+    out.count = count;
+    return out;
+  }
+  LaneLead lead;
+  if (eligible_bits == nullptr) {
+    LeadPassOnRow<1, false>(row, n, nullptr, z, &lead);
+  } else {
+    LeadPassOnRow<1, true>(row, n, eligible_bits, z, &lead);
+  }
+  LargestZ out = Merge(lead);
+  out.count = count;
+  return out;
+}
+
+// The leads of kGroups groups, merged, counts 0.
+template <size_t kGroups>
+void GroupLeads(const IdentityTable::KeyRow& row, size_t n,
+                const uint8_t* group_bits, uint64_t* z, LargestZ* out) {
+  LaneLead lead[kGroups];
+  LeadPassOnRow<kGroups, true>(row, n, group_bits, z, lead);
+  for (size_t g = 0; g < kGroups; ++g) out[g] = Merge(lead[g]);
+}
+
+// GroupLeads<2> .. GroupLeads<kMaxGroups>, by group count - 2.
+using GroupLeadsFn = void (*)(const IdentityTable::KeyRow&, size_t,
+                              const uint8_t*, uint64_t*, LargestZ*);
+template <size_t... kMore>
+constexpr std::array<GroupLeadsFn, sizeof...(kMore)> GroupLeadsTable(
+    std::index_sequence<kMore...> /*unused*/) {
+  return {&GroupLeads<kMore + 2>...};
+}
+
+void TableLargestZByGroup(const IdentityTable::KeyRow& row, size_t n,
+                          const uint8_t* group_bits, size_t groups, uint64_t* z,
+                          LargestZ* out) {
+  if (ScalarIsFaster(n)) {
+    TableLeadsScalar(row, n, group_bits, groups, z, out);
+    for (size_t g = 0; g < groups; ++g) out[g].count = 0;
+    return;
+  }
+  static constexpr std::array<GroupLeadsFn, kMaxGroups - 1> kByCount =
+      GroupLeadsTable(std::make_index_sequence<kMaxGroups - 1>());
+  kByCount[std::clamp<size_t>(groups, 2, kMaxGroups) - 2](row, n, group_bits, z,
+                                                          out);
+}
+
+void TableMixedRange(const IdentityTable::KeyRow& row, size_t begin, size_t end,
+                     uint64_t* z) {
+  const D d;
+  const size_t lanes = hn::Lanes(d);
+  const KeyFactor key = FactorOf(row.key_state());
+  const RowView view = ViewOf(row);
+  size_t i = begin;
+  for (; i + lanes <= end; i += lanes) {
+    hn::StoreU(MixedAt(key, view, i), d, z + (i - begin));
+  }
+  if (i == end) return;
+  Tail tail;
+  hn::Store(MixedAt(key, TailOf(view, i, end, tail), 0), d, tail.z);
+  std::memcpy(z + (i - begin), tail.z, (end - i) * sizeof(uint64_t));
+}
+
+// ---------------------------------------------------------------------------
+// The survivor levels of RouteWithTotal's walk.
+
+// Appends to out[listed..] the indices base + k of the lanes k set in
+// `kept`; returns the new count. Few are kept (a survivor level is a small
+// share of the list), so a loop over the set bits beats a compressing
+// store (a masked store, microcoded on AMD's AVX2 cores).
+HWY_INLINE size_t AppendKept(hn::Mask<D> kept, size_t base, size_t* out,
+                             size_t listed) {
+  const D d;
+  if (hn::AllFalse(d, kept)) return listed;
+  uint8_t bytes[(kMaxLanes + 7) / 8] = {};
+  hn::StoreMaskBits(d, kept, bytes);
+  for (size_t b = 0; b < (hn::Lanes(d) + 7) / 8; ++b) {
+    for (unsigned bits = bytes[b]; bits != 0; bits &= bits - 1) {
+      out[listed++] = base + 8 * b + static_cast<size_t>(__builtin_ctz(bits));
+    }
+  }
+  return listed;
+}
+
+size_t ListZInRange(const uint64_t* z, size_t n, uint64_t threshold,
+                    uint64_t span, size_t* out) {
+  const D d;
+  const size_t lanes = hn::Lanes(d);
+  const V low = hn::Set(d, threshold);
+  const VI width = Signed(hn::Set(d, span));
+  size_t listed = 0;
+  size_t i = 0;
+  // z - threshold < span, unsigned (wrapping): z in [threshold,
+  // threshold + span).
+  for (; i + lanes <= n; i += lanes) {
+    const auto kept = hn::RebindMask(
+        d, hn::Lt(Signed(hn::Sub(hn::LoadU(d, z + i), low)), width));
+    listed = AppendKept(kept, i, out, listed);
+  }
+  if (i == n) return listed;
+  HWY_ALIGN uint64_t rest[kMaxLanes] = {};
+  std::memcpy(rest, z + i, (n - i) * sizeof(uint64_t));
+  const auto kept = hn::And(
+      hn::RebindMask(d, hn::Lt(Signed(hn::Sub(hn::Load(d, rest), low)), width)),
+      hn::FirstN(d, n - i));
+  return AppendKept(kept, i, out, listed);
+}
+
+// ---------------------------------------------------------------------------
+// The table build: one identity's 256 offsets D(l) = FNV(l) - l * p^m,
+// FNV(l) the walk from state l over identity ‖ 0xFF (identity_table.h).
+
+// NOLINTNEXTLINE(readability-function-cognitive-complexity)
+void HashIdentityOffsets(const char* identity, size_t size, uint64_t power,
+                         uint64_t* offset) {
+  const D d;
+  const size_t lanes = hn::Lanes(d);
+  constexpr size_t kG = 8;  // vectors walked together (256 = kG * lanes * k)
+  const V step = hn::Set(d, uint64_t{lanes});
+  const V power_step = hn::Set(d, power * lanes);
+  const V ff = hn::Set(d, uint64_t{0xFF});
+  HWY_ALIGN uint64_t first_lp[kMaxLanes];  // l * power for l < lanes
+  for (size_t k = 0; k < lanes; ++k) first_lp[k] = power * k;
+  V l0 = hn::Iota(d, 0);
+  V lp0 = hn::Load(d, first_lp);
+  for (size_t base = 0; base < 256; base += kG * lanes) {
+    V h[kG];
+    V lp[kG];
+    for (size_t g = 0; g < kG; ++g) {
+      h[g] = l0;
+      lp[g] = lp0;
+      l0 = hn::Add(l0, step);
+      lp0 = hn::Add(lp0, power_step);
+    }
+    for (size_t t = 0; t < size; ++t) {
+      const V b = hn::Set(d, uint64_t{static_cast<uint8_t>(identity[t])});
+      for (size_t g = 0; g < kG; ++g) h[g] = MulFnvPrime(hn::Xor(h[g], b));
+    }
+    for (size_t g = 0; g < kG; ++g) {
+      const V fnv = MulFnvPrime(hn::Xor(h[g], ff));
+      hn::StoreU(hn::Sub(fnv, lp[g]), d, offset + base + g * lanes);
+    }
+  }
+}
+
+// The target these kernels were compiled for.
+int64_t KernelTarget() { return HWY_TARGET; }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace poise::internal
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace poise::internal {
+
+HWY_EXPORT(HashCandidatesVector);
+HWY_EXPORT(TableLargestZ);
+HWY_EXPORT(TableLargestZByGroup);
+HWY_EXPORT(TableMixedRange);
+HWY_EXPORT(ListZInRange);
+HWY_EXPORT(HashIdentityOffsets);
+HWY_EXPORT(KernelTarget);
+
+void HashCandidatesVector(uint64_t key_state, const Candidate* c, size_t n,
+                          uint64_t* z) {
+  HWY_DYNAMIC_DISPATCH(HashCandidatesVector)(key_state, c, n, z);
+}
+
+LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
+                       const uint8_t* eligible_bits, size_t count,
+                       uint64_t* z) {
+  return HWY_DYNAMIC_DISPATCH(TableLargestZ)(row, n, eligible_bits, count, z);
+}
+
+void TableLargestZByGroup(const IdentityTable::KeyRow& row, size_t n,
+                          const uint8_t* group_bits, size_t groups, uint64_t* z,
+                          LargestZ* out) {
+  HWY_DYNAMIC_DISPATCH(TableLargestZByGroup)
+  (row, n, group_bits, groups, z, out);
+}
+
+void TableMixedRange(const IdentityTable::KeyRow& row, size_t begin, size_t end,
+                     uint64_t* z) {
+  HWY_DYNAMIC_DISPATCH(TableMixedRange)(row, begin, end, z);
+}
+
+size_t ListZInRange(const uint64_t* z, size_t n, uint64_t threshold,
+                    uint64_t span, size_t* out) {
+  return HWY_DYNAMIC_DISPATCH(ListZInRange)(z, n, threshold, span, out);
+}
+
+void HashIdentityOffsets(std::string_view identity, uint64_t power,
+                         uint64_t* offset) {
+  HWY_DYNAMIC_DISPATCH(HashIdentityOffsets)
+  (identity.data(), identity.size(), power, offset);
+}
+
+int64_t ActiveHashTarget() { return HWY_DYNAMIC_DISPATCH(KernelTarget)(); }
+
+std::vector<int64_t> CompiledHashTargets() {
+  std::vector<int64_t> targets;
+  for (int64_t left = HWY_TARGETS; left != 0; left &= left - 1) {
+    targets.push_back(left & -left);  // best (lowest bit) first
+  }
+  return targets;
+}
+
+bool ForceHashTarget(int64_t target) {
+  hwy::SetSupportedTargetsForTest(0);
+  if (target == 0) return true;
+  const bool one_target = (target & (target - 1)) == 0;
+  if (!one_target || (target & HWY_TARGETS) == 0 ||
+      (hwy::SupportedTargets() & target) == 0) {
+    return false;
+  }
+  hwy::SetSupportedTargetsForTest(target);
+  return true;
+}
+
+const char* HashTargetName(int64_t target) { return hwy::TargetName(target); }
+
+}  // namespace poise::internal
+#endif  // HWY_ONCE
