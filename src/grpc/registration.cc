@@ -17,6 +17,7 @@
 #include "src/core/lib/service_config/service_config_impl.h"
 #include "src/dns/target.h"
 #include "src/grpc/dns_resolver.h"
+#include "src/router/prometheus_text.h"
 #include "src/router/stats_registry.h"
 
 #ifndef POISE_GRPC_CORE_VERSION
@@ -121,6 +122,10 @@ absl::Status ValidateServiceConfig(std::string_view service_config_json) {
 
 std::vector<ChannelStats> StatsSnapshot() {
   return router::SnapshotAllPolicies();
+}
+
+std::string PrometheusText() {
+  return router::PrometheusText(router::SnapshotForMetrics());
 }
 
 }  // namespace poise::grpc_lb
