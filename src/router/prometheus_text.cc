@@ -12,10 +12,10 @@ namespace {
 
 constexpr size_t kStates = 5;  // Connectivity's values, 0 to 4
 
-// Appends `parts` (each convertible to std::string_view) to `out`.
+// Appends `parts` (strings, views, C strings) to `out`.
 template <typename... Parts>
 void Append(std::string& out, const Parts&... parts) {
-  (out.append(std::string_view(parts)), ...);
+  (out.append(parts), ...);
 }
 
 // Connectivity's index from its name; kStates for none.

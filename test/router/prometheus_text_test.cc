@@ -149,7 +149,7 @@ TEST(PrometheusText, AddsChannelsOfOneLabelAndKeepsRetiredTotals) {
   retired.spills = 1;
   retired.calls.by_status[4] = 7;  // DEADLINE_EXCEEDED
   retired.calls.duration_buckets[5] = 7;
-  retired.calls.duration_sum_ns = 7 * 20'000'000;
+  retired.calls.duration_sum_ns = uint64_t{7} * 20'000'000;
   snapshot.retired.push_back(retired);
 
   const std::string text = PrometheusText(snapshot);

@@ -122,11 +122,8 @@ inline std::optional<double> ParseValue(std::string_view s) {
 
 inline bool IsTimestamp(std::string_view s) {
   if (!s.empty() && s[0] == '-') s.remove_prefix(1);
-  if (s.empty()) return false;
-  for (const char c : s) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
+  return !s.empty() && std::all_of(s.begin(), s.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // Unescapes `s` allowing the escapes `allowed` (a character after '\'
@@ -206,7 +203,7 @@ inline std::string CheckHistogram(const std::string& name,
   }
   for (const auto& [labels, h] : series) {
     std::string where = name;
-    for (const auto& [k, v] : labels) where += " " + k + "=" + v;
+    for (const auto& [k, v] : labels) where.append(" ").append(k + "=" + v);
     if (h.buckets.empty() || !std::isinf(h.buckets.back().first) ||
         h.buckets.back().first < 0) {
       return where + ": the last bucket is not le=\"+Inf\"";
@@ -231,144 +228,179 @@ inline std::string CheckHistogram(const std::string& name,
 
 }  // namespace prom_internal
 
-inline PromParse ParsePrometheusText(std::string_view text) {
-  using namespace prom_internal;  // NOLINT(google-build-using-namespace)
-  PromParse out;
-  auto& families = out.exposition.families;
-  std::set<std::string> sampled;  // families whose samples began
-  std::string current;            // the family of the last sample
-  std::set<std::pair<std::string, PromLabels>> series;
-  size_t line_number = 0;
-  auto fail = [&](const std::string& why) {
-    out.error = "line " + std::to_string(line_number) + ": " + why;
-    return out;
-  };
-  if (!text.empty() && text.back() != '\n') {
-    line_number =
-        1 + static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
-    return fail("the text does not end with a line feed");
+namespace prom_internal {
+
+// The parser's state across lines; each method returns an error or "".
+class Parser {
+ public:
+  explicit Parser(std::map<std::string, PromFamily>& families)
+      : families_(families) {}
+
+  // "# HELP name text" or "# TYPE name type"; other comments are ignored.
+  std::string Comment(std::string_view line) {
+    std::string_view rest = line.substr(1);
+    while (!rest.empty() && rest[0] == ' ') rest.remove_prefix(1);
+    const bool help = rest.substr(0, 5) == "HELP ";
+    if (!help && rest.substr(0, 5) != "TYPE ") return "";
+    rest.remove_prefix(5);
+    const size_t space = rest.find(' ');
+    const std::string name(rest.substr(0, space));
+    const std::string_view value =
+        space == std::string_view::npos ? "" : rest.substr(space + 1);
+    if (!IsMetricName(name)) return "bad metric name \"" + name + "\"";
+    if (sampled_.count(name) != 0) {
+      return std::string(help ? "HELP" : "TYPE") + " of " + name +
+             " after its samples";
+    }
+    return help ? Help(name, value) : Type(name, value);
   }
-  while (!text.empty()) {
+
+  // "name[{labels}] value [timestamp]"
+  std::string Sample(std::string_view line) {
+    size_t i = 0;
+    while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
+    PromSample sample;
+    sample.name = std::string(line.substr(0, i));
+    if (!IsMetricName(sample.name)) {
+      return "bad metric name \"" + sample.name + "\"";
+    }
+    if (i < line.size() && line[i] == '{') {
+      if (std::string why = Labels(line, i, sample.labels); !why.empty()) {
+        return why;
+      }
+    }
+    if (i >= line.size() || line[i] != ' ') return "no value";
+    const std::string_view rest = line.substr(i + 1);
+    const size_t space = rest.find(' ');
+    const std::optional<double> value = ParseValue(rest.substr(0, space));
+    if (!value.has_value()) return "bad value";
+    if (space != std::string_view::npos &&
+        !IsTimestamp(rest.substr(space + 1))) {
+      return "bad timestamp";
+    }
+    sample.value = *value;
+    return Add(std::move(sample));
+  }
+
+ private:
+  std::string Help(const std::string& name, std::string_view value) {
+    PromFamily& family = families_[name];
+    if (!family.help.empty()) return "second HELP of " + name;
+    const std::optional<std::string> unescaped = Unescape(value, "\\n");
+    if (!unescaped.has_value()) return "bad escape in HELP";
+    if (unescaped->empty()) return "empty HELP of " + name;
+    family.help = *unescaped;
+    return "";
+  }
+
+  std::string Type(const std::string& name, std::string_view type) {
+    PromFamily& family = families_[name];
+    if (!family.type.empty()) return "second TYPE of " + name;
+    if (type != "counter" && type != "gauge" && type != "histogram" &&
+        type != "summary" && type != "untyped") {
+      return "unknown type \"" + std::string(type) + "\"";
+    }
+    constexpr std::string_view kTotal = "_total";
+    if (type == "counter" && (name.size() < kTotal.size() ||
+                              name.compare(name.size() - kTotal.size(),
+                                           kTotal.size(), kTotal) != 0)) {
+      return "counter " + name + " is not named *_total";
+    }
+    family.type = type;
+    return "";
+  }
+
+  // The label set opening at line[i] ('{'), up to and past its '}'.
+  static std::string Labels(std::string_view line, size_t& i,
+                            PromLabels& labels) {
+    ++i;
+    while (i >= line.size() || line[i] != '}') {
+      const size_t eq = line.find('=', i);
+      if (eq == std::string_view::npos) return "bad label set";
+      const std::string label(line.substr(i, eq - i));
+      if (!IsLabelName(label)) return "bad label name \"" + label + "\"";
+      if (eq + 1 >= line.size() || line[eq + 1] != '"') {
+        return "label " + label + " without a quoted value";
+      }
+      size_t j = eq + 2;
+      while (j < line.size() && line[j] != '"') j += line[j] == '\\' ? 2 : 1;
+      if (j >= line.size()) return "unterminated value of " + label;
+      const std::optional<std::string> value =
+          Unescape(line.substr(eq + 2, j - eq - 2), "\\\"n");
+      if (!value.has_value()) return "bad escape in " + label;
+      if (!labels.emplace(label, *value).second) {
+        return "label " + label + " twice";
+      }
+      i = j + 1;
+      if (i < line.size() && line[i] == ',') {
+        ++i;
+      } else if (i >= line.size() || line[i] != '}') {
+        return "bad label set";
+      }
+    }
+    ++i;
+    return "";
+  }
+
+  // Files `sample` under its family, checking the family's rules.
+  std::string Add(PromSample sample) {
+    const auto family_name = FamilyOf(sample.name, families_);
+    if (!family_name.has_value()) {
+      return "sample " + sample.name + " before its family's TYPE";
+    }
+    const std::string& name = family_name->first;
+    PromFamily& family = families_[name];
+    if (family.help.empty()) {
+      return "sample " + sample.name + " before its family's HELP";
+    }
+    if (name != current_ && sampled_.count(name) != 0) {
+      return "samples of " + name + " in two blocks";
+    }
+    current_ = name;
+    sampled_.insert(name);
+    if (family.type == "counter" && !(sample.value >= 0)) {
+      return "counter " + sample.name + " below zero or NaN";
+    }
+    if (!series_.emplace(sample.name, sample.labels).second) {
+      return "series " + sample.name + " twice with the same labels";
+    }
+    family.samples.push_back(std::move(sample));
+    return "";
+  }
+
+  std::map<std::string, PromFamily>& families_;
+  std::set<std::string> sampled_;  // families whose samples began
+  std::string current_;            // the family of the last sample
+  std::set<std::pair<std::string, PromLabels>> series_;
+};
+
+}  // namespace prom_internal
+
+inline PromParse ParsePrometheusText(std::string_view text) {
+  PromParse out;
+  prom_internal::Parser parser(out.exposition.families);
+  if (!text.empty() && text.back() != '\n') {
+    out.error = "the text does not end with a line feed";
+    return out;
+  }
+  for (size_t line_number = 1; !text.empty(); ++line_number) {
     const size_t end = text.find('\n');
     const std::string_view line = text.substr(0, end);
     text.remove_prefix(end + 1);
-    ++line_number;
     if (line.empty()) continue;
-    if (line[0] == '#') {
-      // "# HELP name text", "# TYPE name type"; other comments are ignored.
-      std::string_view rest = line.substr(1);
-      while (!rest.empty() && rest[0] == ' ') rest.remove_prefix(1);
-      const bool help = rest.substr(0, 5) == "HELP ";
-      const bool type = rest.substr(0, 5) == "TYPE ";
-      if (!help && !type) continue;
-      rest.remove_prefix(5);
-      const size_t space = rest.find(' ');
-      const std::string name(rest.substr(0, space));
-      const std::string_view value =
-          space == std::string_view::npos ? "" : rest.substr(space + 1);
-      if (!IsMetricName(name)) return fail("bad metric name \"" + name + "\"");
-      if (sampled.count(name) != 0) {
-        return fail((help ? "HELP" : "TYPE") + std::string(" of ") + name +
-                    " after its samples");
-      }
-      PromFamily& family = families[name];
-      if (help) {
-        if (!family.help.empty()) return fail("second HELP of " + name);
-        const std::optional<std::string> unescaped = Unescape(value, "\\n");
-        if (!unescaped.has_value()) return fail("bad escape in HELP");
-        if (unescaped->empty()) return fail("empty HELP of " + name);
-        family.help = *unescaped;
-      } else {
-        if (!family.type.empty()) return fail("second TYPE of " + name);
-        if (value != "counter" && value != "gauge" && value != "histogram" &&
-            value != "summary" && value != "untyped") {
-          return fail("unknown type \"" + std::string(value) + "\"");
-        }
-        if (value == "counter" &&
-            (name.size() < 6 || name.compare(name.size() - 6, 6, "_total"))) {
-          return fail("counter " + name + " is not named *_total");
-        }
-        family.type = value;
-      }
-      continue;
+    std::string why =
+        line[0] == '#' ? parser.Comment(line) : parser.Sample(line);
+    if (!why.empty()) {
+      out.error = "line " + std::to_string(line_number) + ": " + why;
+      return out;
     }
-    // A sample: name[{labels}] value [timestamp]
-    size_t i = 0;
-    while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
-    const std::string name(line.substr(0, i));
-    if (!IsMetricName(name)) return fail("bad metric name \"" + name + "\"");
-    PromSample sample;
-    sample.name = name;
-    if (i < line.size() && line[i] == '{') {
-      ++i;
-      for (;;) {
-        if (i < line.size() && line[i] == '}') {
-          ++i;
-          break;
-        }
-        size_t eq = line.find('=', i);
-        if (eq == std::string_view::npos) return fail("bad label set");
-        const std::string label(line.substr(i, eq - i));
-        if (!IsLabelName(label)) {
-          return fail("bad label name \"" + label + "\"");
-        }
-        if (eq + 1 >= line.size() || line[eq + 1] != '"') {
-          return fail("label " + label + " without a quoted value");
-        }
-        size_t j = eq + 2;
-        while (j < line.size() && line[j] != '"') j += line[j] == '\\' ? 2 : 1;
-        if (j >= line.size()) return fail("unterminated value of " + label);
-        const std::optional<std::string> value =
-            Unescape(line.substr(eq + 2, j - eq - 2), "\\\"n");
-        if (!value.has_value()) return fail("bad escape in " + label);
-        if (!sample.labels.emplace(label, *value).second) {
-          return fail("label " + label + " twice");
-        }
-        i = j + 1;
-        if (i < line.size() && line[i] == ',')
-          ++i;
-        else if (i >= line.size() || line[i] != '}') {
-          return fail("bad label set");
-        }
-      }
-    }
-    if (i >= line.size() || line[i] != ' ') return fail("no value");
-    std::string_view rest = line.substr(i + 1);
-    const size_t space = rest.find(' ');
-    const std::optional<double> value = ParseValue(rest.substr(0, space));
-    if (!value.has_value()) return fail("bad value");
-    if (space != std::string_view::npos &&
-        !IsTimestamp(rest.substr(space + 1))) {
-      return fail("bad timestamp");
-    }
-    sample.value = *value;
-    const auto family_name = FamilyOf(name, families);
-    if (!family_name.has_value()) {
-      return fail("sample " + name + " before its family's TYPE");
-    }
-    PromFamily& family = families[family_name->first];
-    if (family.help.empty()) {
-      return fail("sample " + name + " before its family's HELP");
-    }
-    if (family_name->first != current &&
-        sampled.count(family_name->first) != 0) {
-      return fail("samples of " + family_name->first + " in two blocks");
-    }
-    current = family_name->first;
-    sampled.insert(current);
-    if (family.type == "counter" && !(sample.value >= 0)) {
-      return fail("counter " + name + " below zero or NaN");
-    }
-    if (!series.emplace(name, sample.labels).second) {
-      return fail("series " + name + " twice with the same labels");
-    }
-    family.samples.push_back(std::move(sample));
   }
-  for (const auto& [name, family] : families) {
+  for (const auto& [name, family] : out.exposition.families) {
     if (family.type != "histogram") continue;
-    if (std::string why = CheckHistogram(name, family); !why.empty()) {
-      line_number = 0;
-      return fail(why);
+    if (std::string why = prom_internal::CheckHistogram(name, family);
+        !why.empty()) {
+      out.error = why;
+      return out;
     }
   }
   return out;
