@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i += 2) {
     if (std::string(argv[i]) != "--port" || i + 1 >= argc) return Usage();
     char* end = nullptr;
-    const long parsed = std::strtol(argv[i + 1], &end, 10);
+    const auto parsed = std::strtol(argv[i + 1], &end, 10);
     if (*argv[i + 1] == '\0' || *end != '\0' || parsed < 0 || parsed > 65535) {
       return Usage();
     }

@@ -29,8 +29,9 @@ TEST(CallMetrics, ADurationOnABoundCountsInThatBoundsBucket) {
   EXPECT_EQ(DurationBucketOf(bounds[6]), 6u);
   EXPECT_EQ(DurationBucketOf(bounds.back()), bounds.size() - 1);
   EXPECT_EQ(DurationBucketOf(bounds.back() + 1), bounds.size());  // +Inf only
-  for (size_t i = 1; i < bounds.size(); ++i)
+  for (size_t i = 1; i < bounds.size(); ++i) {
     EXPECT_LT(bounds[i - 1], bounds[i]);
+  }
 }
 
 TEST(CallMetrics, CountsByStatusAndDuration) {
@@ -59,6 +60,7 @@ TEST(CallMetrics, FirstUseAllocatesOnceUnderConcurrentCalls) {
   constexpr int kCalls = 2000;
   std::vector<CallMetrics*> seen(kThreads);
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&lazy, &seen, t] {
       seen[static_cast<size_t>(t)] = &lazy.Get();

@@ -203,7 +203,9 @@ inline std::string CheckHistogram(const std::string& name,
   }
   for (const auto& [labels, h] : series) {
     std::string where = name;
-    for (const auto& [k, v] : labels) where.append(" ").append(k + "=" + v);
+    for (const auto& [k, v] : labels) {
+      where.append(" ").append(k).append("=").append(v);
+    }
     if (h.buckets.empty() || !std::isinf(h.buckets.back().first) ||
         h.buckets.back().first < 0) {
       return where + ": the last bucket is not le=\"+Inf\"";
