@@ -141,15 +141,78 @@ std::string BackendLabels(const std::string& label,
          "\"";
 }
 
-// Calls `write(labels, series)` for every backend series, by label then
-// identity.
-template <typename Write>
-void ForEachBackend(const std::map<std::string, ChannelSeries>& channels,
-                    Write&& write) {
-  for (const auto& [label, channel] : channels) {
-    for (const auto& [identity, backend] : channel.backends) {
-      write(BackendLabels(label, identity), backend);
-    }
+// What a family's series hold.
+enum class Kind : uint8_t { kState, kCalls, kDurations, kCount };
+
+struct Family {
+  const char* name;
+  const char* type;
+  const char* help;
+  Kind kind;
+  // kCount of a channel: which counter (a backend's count is its picks).
+  uint64_t grpc_lb::ChannelStats::*count = nullptr;
+};
+
+constexpr Family kBackendFamilies[] = {
+    {"grpc_lb_poise_backend_state", "gauge",
+     "The connectivity state the backend's subchannel last reported: 1 for "
+     "that state, 0 for the others (channels sharing a label: how many of "
+     "them see the backend in the state).",
+     Kind::kState},
+    {"grpc_lb_poise_attempts_total", "counter",
+     "Calls routed to the backend that have ended, by gRPC status (OK and "
+     "the codes seen).",
+     Kind::kCalls},
+    {"grpc_lb_poise_attempt_duration_seconds", "histogram",
+     "Duration of the calls routed to the backend, from the pick to the "
+     "status.",
+     Kind::kDurations},
+    {"grpc_lb_poise_picks_total", "counter", "Calls routed to the backend.",
+     Kind::kCount},
+};
+
+constexpr Family kChannelFamilies[] = {
+    {"grpc_lb_poise_channel_state", "gauge",
+     "The connectivity state the policy last reported for the channel: 1 for "
+     "that state, 0 for the others (channels sharing a label: how many of "
+     "them are in the state).",
+     Kind::kState},
+    {"grpc_lb_poise_channel_attempts_total", "counter",
+     "Calls of the channel that have ended, to any backend, by gRPC status.",
+     Kind::kCalls},
+    {"grpc_lb_poise_channel_attempt_duration_seconds", "histogram",
+     "Duration of the channel's calls, from the pick to the status.",
+     Kind::kDurations},
+    {"grpc_lb_poise_channel_picks_total", "counter", "Calls the policy routed.",
+     Kind::kCount, &grpc_lb::ChannelStats::picks},
+    {"grpc_lb_poise_channel_spills_total", "counter",
+     "Calls routed past their key's full owner (bounded loads).", Kind::kCount,
+     &grpc_lb::ChannelStats::spills},
+    {"grpc_lb_poise_channel_failed_picks_total", "counter",
+     "Calls the policy failed (maxInFlightPerBackend, missingKey FAIL): they "
+     "reached no backend.",
+     Kind::kCount, &grpc_lb::ChannelStats::failed_picks},
+};
+
+// One series of `family`: a backend's (every_code false: OK and the codes
+// seen) or a channel's (every code).
+void WriteSeries(Writer& w, const Family& family, const std::string& labels,
+                 const std::array<uint64_t, kStates>& states,
+                 const grpc_lb::CallStats& calls, uint64_t count,
+                 bool every_code) {
+  switch (family.kind) {
+    case Kind::kState:
+      w.States(family.name, labels, states);
+      break;
+    case Kind::kCalls:
+      w.ByStatus(family.name, labels, calls, every_code);
+      break;
+    case Kind::kDurations:
+      w.Durations(family.name, labels, calls);
+      break;
+    case Kind::kCount:
+      w.Sample(family.name, labels, std::to_string(count));
+      break;
   }
 }
 
@@ -195,86 +258,21 @@ std::string SecondsText(uint64_t ns) {
 std::string PrometheusText(const MetricsSnapshot& snapshot) {
   const std::map<std::string, ChannelSeries> channels = ByLabel(snapshot);
   Writer w;
-
-  // Per backend.
-  constexpr char kBackendState[] = "grpc_lb_poise_backend_state";
-  w.Family(kBackendState, "gauge",
-           "The connectivity state the backend's subchannel last reported: 1 "
-           "for that state, 0 for the others (channels sharing a label: how "
-           "many of them see the backend in the state).");
-  ForEachBackend(channels,
-                 [&](const std::string& labels, const BackendSeries& b) {
-                   w.States(kBackendState, labels, b.states);
-                 });
-  constexpr char kAttempts[] = "grpc_lb_poise_attempts_total";
-  w.Family(kAttempts, "counter",
-           "Calls routed to the backend that have ended, by gRPC status (OK "
-           "and the codes seen).");
-  ForEachBackend(channels,
-                 [&](const std::string& labels, const BackendSeries& b) {
-                   w.ByStatus(kAttempts, labels, b.calls, /*every_code=*/false);
-                 });
-  constexpr char kDuration[] = "grpc_lb_poise_attempt_duration_seconds";
-  w.Family(kDuration, "histogram",
-           "Duration of the calls routed to the backend, from the pick to "
-           "the status.");
-  ForEachBackend(channels,
-                 [&](const std::string& labels, const BackendSeries& b) {
-                   w.Durations(kDuration, labels, b.calls);
-                 });
-  constexpr char kPicks[] = "grpc_lb_poise_picks_total";
-  w.Family(kPicks, "counter", "Calls routed to the backend.");
-  ForEachBackend(channels,
-                 [&](const std::string& labels, const BackendSeries& b) {
-                   w.Sample(kPicks, labels, std::to_string(b.picks));
-                 });
-
-  // Per channel (label).
-  constexpr char kChannelState[] = "grpc_lb_poise_channel_state";
-  w.Family(kChannelState, "gauge",
-           "The connectivity state the policy last reported for the channel: "
-           "1 for that state, 0 for the others (channels sharing a label: how "
-           "many of them are in the state).");
-  for (const auto& [label, channel] : channels) {
-    w.States(kChannelState, ChannelLabels(label), channel.states);
-  }
-  constexpr char kChannelAttempts[] = "grpc_lb_poise_channel_attempts_total";
-  w.Family(kChannelAttempts, "counter",
-           "Calls of the channel that have ended, to any backend, by gRPC "
-           "status.");
-  for (const auto& [label, channel] : channels) {
-    w.ByStatus(kChannelAttempts, ChannelLabels(label), channel.counters.calls,
-               /*every_code=*/true);
-  }
-  constexpr char kChannelDuration[] =
-      "grpc_lb_poise_channel_attempt_duration_seconds";
-  w.Family(kChannelDuration, "histogram",
-           "Duration of the channel's calls, from the pick to the status.");
-  for (const auto& [label, channel] : channels) {
-    w.Durations(kChannelDuration, ChannelLabels(label), channel.counters.calls);
-  }
-  // The channel's pick counters.
-  struct Counter {
-    const char* name;
-    const char* help;
-    uint64_t grpc_lb::ChannelStats::*field;
-  };
-  static constexpr Counter kChannelCounters[] = {
-      {"grpc_lb_poise_channel_picks_total", "Calls the policy routed.",
-       &grpc_lb::ChannelStats::picks},
-      {"grpc_lb_poise_channel_spills_total",
-       "Calls routed past their key's full owner (bounded loads).",
-       &grpc_lb::ChannelStats::spills},
-      {"grpc_lb_poise_channel_failed_picks_total",
-       "Calls the policy failed (maxInFlightPerBackend, missingKey FAIL): "
-       "they reached no backend.",
-       &grpc_lb::ChannelStats::failed_picks},
-  };
-  for (const Counter& counter : kChannelCounters) {
-    w.Family(counter.name, "counter", counter.help);
+  for (const Family& family : kBackendFamilies) {
+    w.Family(family.name, family.type, family.help);
     for (const auto& [label, channel] : channels) {
-      w.Sample(counter.name, ChannelLabels(label),
-               std::to_string(channel.counters.*counter.field));
+      for (const auto& [identity, b] : channel.backends) {
+        WriteSeries(w, family, BackendLabels(label, identity), b.states,
+                    b.calls, b.picks, /*every_code=*/false);
+      }
+    }
+  }
+  for (const Family& family : kChannelFamilies) {
+    w.Family(family.name, family.type, family.help);
+    for (const auto& [label, c] : channels) {
+      WriteSeries(w, family, ChannelLabels(label), c.states, c.counters.calls,
+                  family.count != nullptr ? c.counters.*family.count : 0,
+                  /*every_code=*/true);
     }
   }
   return w.Take();
