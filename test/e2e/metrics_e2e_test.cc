@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -40,6 +41,13 @@ using test_support::PromParse;
 using test_support::StatsFor;
 using test_support::WaitFor;
 using test_support::WarmUp;
+
+// `base` made unique in this process: a label's channel totals outlive its
+// channels, so a test run again (--gtest_repeat) needs a label of its own.
+std::string UniqueLabel(const std::string& base) {
+  static std::atomic<int> runs{0};
+  return absl::StrCat(base, "-", runs++);
+}
 
 // The current exposition, parsed; fails the test when it breaks a rule.
 PromExposition Scrape() {
@@ -200,23 +208,25 @@ TEST(MetricsE2E, CountsCodesDurationsAndStatesOfARealChannel) {
             1.0);
 
   // A stopped backend: its state goes to TRANSIENT_FAILURE (connection
-  // refused), the channel stays READY on the other two.
+  // refused), in the text and in StatsSnapshot() (gRPC's reconnect backoff
+  // then cycles it through IDLE and CONNECTING, so both are awaited); the
+  // channel stays READY on the other two.
   const std::string stopped = set.backend(2).address();
   set.backend(2).Stop();
+  ChannelStats stats;
   ASSERT_TRUE(WaitFor([&] {
-    return StateOf(Scrape(), label, stopped) == "TRANSIENT_FAILURE";
+    stats = StatsFor(label);
+    return StateOf(Scrape(), label, stopped) == "TRANSIENT_FAILURE" &&
+           stats.backends.size() == 3 &&
+           stats.backends[2].connectivity == "TRANSIENT_FAILURE";
   }));
-  EXPECT_EQ(Scrape().Value("grpc_lb_poise_channel_state",
-                           {{"channel", label}, {"state", "READY"}}),
-            1.0);
-  // StatsSnapshot() says the same.
-  const ChannelStats stats = StatsFor(label);
-  ASSERT_EQ(stats.backends.size(), 3u);
-  EXPECT_EQ(stats.backends[2].connectivity, "TRANSIENT_FAILURE");
   EXPECT_EQ(stats.backends[0].connectivity, "READY");
   EXPECT_EQ(stats.connectivity, "READY");
   EXPECT_EQ(stats.backends[1].calls.by_status[14],
             static_cast<uint64_t>(after.unavailable));
+  EXPECT_EQ(Scrape().Value("grpc_lb_poise_channel_state",
+                           {{"channel", label}, {"state", "READY"}}),
+            1.0);
 }
 
 // weighted_rendezvous without a limit counts no calls in flight, yet its
@@ -225,7 +235,7 @@ TEST(MetricsE2E, CountsCodesDurationsAndStatesOfARealChannel) {
 TEST(MetricsE2E, WeightedPolicyCountsEveryCallOnce) {
   BackendSet set;
   ASSERT_TRUE(set.Start(2, test_support::kHeader).ok());
-  const std::string label = "metrics-weighted";
+  const std::string label = UniqueLabel("metrics-weighted");
   Client client(set.target(), LbConfig("weighted_rendezvous"), label);
   for (int k = 0; k < 10; ++k) {
     ASSERT_TRUE(client.Call(absl::StrCat("k", k)).status.ok());
@@ -250,7 +260,7 @@ TEST(MetricsE2E, WeightedPolicyCountsEveryCallOnce) {
 TEST(MetricsE2E, AChannelsTotalsStayAfterItGoes) {
   BackendSet set;
   ASSERT_TRUE(set.Start(2, test_support::kHeader).ok());
-  const std::string label = "metrics-gone";
+  const std::string label = UniqueLabel("metrics-gone");
   const PromLabels ok = {{"channel", label}, {"grpc_status", "OK"}};
   {
     Client client(set.target(), LbConfig("bounded_load_rendezvous"), label);
