@@ -64,8 +64,8 @@
 //   [--pattern P]
 // --dump writes every measured segment (and head) as CSV. --weighted-limit
 // sets weighted_rendezvous's maxInFlightPerBackend to L: with an L no call
-// reaches, its calls carry the same call tracker and counter as
-// bounded_load_rendezvous's, and only the route differs between the two.
+// reaches, its calls take an in-flight slot as bounded_load_rendezvous's do
+// (both have call trackers), and only the route differs between the two.
 //
 // Callgrind mode (bench/callgrind.sh runs it; see there). `--serve N` starts
 // N echo backends in this process, prints their target on one line and
@@ -143,8 +143,8 @@ struct Options {
   uint64_t seed = 1;             // bootstrap seed
   std::string dump;              // per-segment CSV, if set
   // maxInFlightPerBackend for weighted_rendezvous (0: unset). A limit no
-  // call reaches gives its calls the bounded policy's call tracker and
-  // counter without its route: the two policies' difference then splits.
+  // call reaches gives its calls the bounded policy's in-flight counter
+  // without its route: the two policies' difference then splits.
   uint64_t weighted_limit = 0;
   size_t serve = 0;              // --serve N: backends only
   std::string callgrind_target;  // --callgrind-target T: callgrind client
@@ -929,7 +929,7 @@ int main(int argc, char** argv) {
       100 * thread_total / cpu_total, thread_vs_process);
   // The two rendezvous policies against each other, paired in the same
   // blocks: what bounding adds (with --weighted-limit, what the route adds
-  // over the pick, both calls carrying a tracker).
+  // over the pick, both calls holding an in-flight slot).
   std::string between;
   for (size_t si = 0; si < kSizes.size(); ++si) {
     // Its own stream of resamples: slot 3 of the n's, which the table's

@@ -11,6 +11,8 @@
 #ifndef POISE_GRPC_LB_H_
 #define POISE_GRPC_LB_H_
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -83,6 +85,33 @@ absl::Status ValidateServiceConfig(std::string_view service_config_json);
 absl::Status ValidateTarget(std::string_view target);
 
 // Statistics, safe to export as metrics: request keys never appear here.
+
+// The upper bounds of the call duration histogram's buckets, in nanoseconds
+// (0.5 ms to 10 s, Prometheus-style steps); a duration equal to a bound
+// counts in that bound's bucket, as Prometheus' "le" means.
+inline constexpr std::array<uint64_t, 14> kCallDurationBucketBoundsNs = {
+    500'000,       1'000'000,     2'500'000,     5'000'000,     10'000'000,
+    25'000'000,    50'000'000,    100'000'000,   250'000'000,   500'000'000,
+    1'000'000'000, 2'500'000'000, 5'000'000'000, 10'000'000'000};
+// gRPC's status codes, OK (0) to UNAUTHENTICATED (16).
+inline constexpr size_t kStatusCodeCount = 17;
+
+// Calls (attempts: a configured retry is a call of its own) the policy
+// routed that have ended, as gRPC reported them to the policy's call
+// tracker: by status, and how long each took from the tracker's Start()
+// (gRPC calls it as the pick completes) to its Finish() (the status
+// arrived; CANCELLED when the call went without one).
+struct CallStats {
+  // by_status[c]: calls that ended with status code c (absl::StatusCode and
+  // grpc_status_code share the values).
+  std::array<uint64_t, kStatusCodeCount> by_status{};
+  // duration_buckets[i]: calls that took at most kCallDurationBucketBoundsNs[i]
+  // and more than the bound before it; the last: more than every bound.
+  std::array<uint64_t, kCallDurationBucketBoundsNs.size() + 1>
+      duration_buckets{};
+  uint64_t duration_sum_ns = 0;  // their durations added up
+};
+
 struct BackendStats {
   std::string identity;  // the hashed identity (address text unless configured)
   std::string address;   // host:port
@@ -103,6 +132,13 @@ struct BackendStats {
   // client) and that report's age in milliseconds; -1: no report yet.
   uint64_t reported_load = 0;
   int64_t report_age_ms = -1;
+  // gRPC's connectivity state of the backend's subchannel as last reported
+  // to the policy: "IDLE", "CONNECTING", "READY", "TRANSIENT_FAILURE" or
+  // "SHUTDOWN".
+  std::string connectivity;
+  // This channel's calls to the backend that have ended, since it was listed
+  // (a backend that leaves the list and returns starts from zero).
+  CallStats calls;
 };
 
 struct ChannelStats {
@@ -129,6 +165,12 @@ struct ChannelStats {
   uint64_t load_reports = 0;
   uint64_t refused_load_reports = 0;
   uint64_t picks_without_some_report = 0;
+  // The channel's connectivity state as the policy last reported it to gRPC
+  // (the names of BackendStats::connectivity).
+  std::string connectivity;
+  // Every call of the channel that has ended, to any backend, including
+  // backends no longer listed.
+  CallStats calls;
   std::vector<BackendStats> backends;  // the current address list, in order
 };
 
@@ -147,6 +189,15 @@ std::vector<ChannelStats> StatsSnapshot();
 // PROCESS scope) are asked in turn; the first with a picker answers.
 absl::StatusOr<std::string> ExplainKey(std::string_view label,
                                        std::string_view key);
+// The statistics as Prometheus text exposition format 0.0.4, for a
+// /metrics endpoint (Content-Type "text/plain; version=0.0.4"): per backend
+// its connectivity state, calls by status code, a call duration histogram
+// and picks; per channel the same totals. Labels: "channel" (kStatsLabelArg,
+// or the channel target) and "backend" (the identity). Channels sharing a
+// label are added together, and a label's channel totals keep counting
+// after its channels are gone, so they never go backwards.
+// docs/metrics.md lists the metrics and how they map onto OpenTelemetry.
+std::string PrometheusText();
 
 }  // namespace poise::grpc_lb
 

@@ -20,6 +20,7 @@
 #include "src/grpc/dns_resolver.h"
 #include "src/router/explain.h"
 #include "src/router/picker.h"
+#include "src/router/prometheus_text.h"
 #include "src/router/stats_registry.h"
 
 #ifndef POISE_GRPC_CORE_VERSION
@@ -184,6 +185,10 @@ absl::StatusOr<std::string> ExplainKey(std::string_view label,
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "channel \"", quoted, "\" has no picker yet (no address list)"));
+}
+
+std::string PrometheusText() {
+  return router::PrometheusText(router::SnapshotForMetrics());
 }
 
 }  // namespace poise::grpc_lb

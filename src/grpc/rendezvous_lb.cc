@@ -314,6 +314,8 @@ void RendezvousLb::ShutdownLocked() {
   states_.clear();
   set_.Clear();
   stats_->SetBackends(nullptr);
+  stats_->connectivity.store(router::Connectivity::kShutdown,
+                             std::memory_order_relaxed);
 }
 
 void RendezvousLb::ResetBackoffLocked() {
@@ -373,15 +375,22 @@ router::BackendSet::UpdateReport RendezvousLb::UpdateBackendsLocked(
   std::vector<router::BackendState> previous_states = std::move(states_);
   backends_.clear();
   states_.clear();
+  // Whether each backend has a new subchannel (its cell, kept by identity,
+  // still shows the old one's state).
+  std::vector<bool> new_subchannel;
   // Called in list order: backends_ and states_ follow set_.backends().
   auto admit = [&](const router::BackendSet::Admission& admission) {
-    if (admission.previous.has_value() && !args_changed) {
+    new_subchannel.push_back(!admission.previous.has_value() || args_changed);
+    if (!new_subchannel.back()) {
       backends_.push_back(std::move(previous[*admission.previous]));
       states_.push_back(std::move(previous_states[*admission.previous]));
     } else {
       auto subchannel = channel_control_helper()->CreateSubchannel(
           *resolved.sources[admission.entry], args_);
-      if (subchannel == nullptr) return false;
+      if (subchannel == nullptr) {
+        new_subchannel.pop_back();
+        return false;
+      }
       backends_.push_back(
           grpc_core::MakeRefCounted<BackendSubchannel>(std::move(subchannel)));
       states_.emplace_back();
@@ -400,7 +409,12 @@ router::BackendSet::UpdateReport RendezvousLb::UpdateBackendsLocked(
     if (gone != nullptr) gone->ShutdownLocked();
   }
   for (size_t i = 0; i < backends_.size(); ++i) {
-    backends_[i]->RouteLoadReportsLocked(*this, set_.backends()[i].cell);
+    const std::shared_ptr<router::BackendCell>& cell = set_.backends()[i].cell;
+    if (new_subchannel[i]) {
+      cell->connectivity.store(router::Connectivity::kIdle,
+                               std::memory_order_relaxed);
+    }
+    backends_[i]->RouteLoadReportsLocked(*this, cell);
   }
   return report;
 }
@@ -433,14 +447,17 @@ void RendezvousLb::OnBackendStateLocked(BackendSubchannel* backend,
   if (state == GRPC_CHANNEL_IDLE) backend->subchannel()->RequestConnection();
   // Every change can flip a key between waiting and moving, so every change
   // publishes a picker; they are rare next to picks.
-  states_[backend->index].Apply(static_cast<router::Connectivity>(state),
-                                status);
+  const auto reported = static_cast<router::Connectivity>(state);
+  set_.backends()[backend->index].cell->connectivity.store(
+      reported, std::memory_order_relaxed);
+  states_[backend->index].Apply(reported, status);
   UpdatePickerLocked();
 }
 
 void RendezvousLb::UpdatePickerLocked() {
   const router::ChannelState channel =
       router::AggregateState(states_, address_error_, resolution_note_);
+  stats_->connectivity.store(channel.state, std::memory_order_relaxed);
   const std::vector<uint32_t> effective = EffectiveWeightsLocked();
   if (channel.state == router::Connectivity::kReady) {
     std::vector<RefCountedPtr<SubchannelInterface>> subchannels;

@@ -1,6 +1,8 @@
 // The rendezvous policies' picker and call tracker (rendezvous_picker.h).
 #include "src/grpc/rendezvous_picker.h"
 
+#include <chrono>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <variant>
@@ -17,62 +19,69 @@ namespace {
 
 using grpc_core::LoadBalancingPolicy;
 
-// Holds a call's in-flight slot from the pick to Finish(). A tracker
-// destroyed without Start() (the call died before it began) gives the slot
-// back when the guard goes.
+// Holds a call's in-flight slot (when the policy counts calls in flight)
+// from the pick to Finish(), and counts the call's end in its backend's and
+// its channel's call metrics: its status, and its duration from Start()
+// (gRPC 1.51 calls it as the pick completes) to Finish() on a steady clock.
+// serverLoad: also takes the backend's report from the call's trailer, with
+// this client's count still holding the call (the backend counted it too).
+// A tracker destroyed without Finish() (the call died before it began)
+// counts nothing and gives the slot back when the guard goes.
 class CallTracker final
     : public LoadBalancingPolicy::SubchannelCallTrackerInterface {
  public:
-  explicit CallTracker(InFlightGuard slot) : slot_(std::move(slot)) {}
-
-  void Start() override {}
-  void Finish(FinishArgs /*args*/) override { slot_.Release(); }
-
- private:
-  InFlightGuard slot_;
-};
-
-// serverLoad: also takes the backend's report from the call's trailer, with
-// this client's count still holding the call (the backend counted it too).
-class ReportingCallTracker final
-    : public LoadBalancingPolicy::SubchannelCallTrackerInterface {
- public:
-  ReportingCallTracker(InFlightGuard slot,
-                       std::shared_ptr<router::BackendCell> cell,
-                       std::shared_ptr<const router::Config> config,
-                       std::shared_ptr<router::PolicyStats> stats,
-                       const void* policy)
+  // `reporting_config`: serverLoad's config, else null.
+  CallTracker(InFlightGuard slot, std::shared_ptr<router::BackendCell> cell,
+              std::shared_ptr<router::PolicyStats> stats,
+              std::shared_ptr<const router::Config> reporting_config,
+              const void* policy)
       : slot_(std::move(slot)),
         cell_(std::move(cell)),
-        config_(std::move(config)),
         stats_(std::move(stats)),
+        reporting_config_(std::move(reporting_config)),
         policy_(policy) {}
 
-  void Start() override {}
+  void Start() override { start_ = std::chrono::steady_clock::now(); }
   void Finish(FinishArgs args) override {
+    if (reporting_config_ != nullptr) TakeReport(args);
+    // gRPC 1.51 finishes only started calls; one that was not took no time.
+    const uint64_t duration_ns =
+        start_.has_value()
+            ? static_cast<uint64_t>(
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - *start_)
+                      .count())
+            : 0;
+    const int code = static_cast<int>(args.status.code());
+    cell_->calls.Get().Record(code, duration_ns);
+    stats_->calls.Record(code, duration_ns);
+    slot_.Release();
+  }
+
+ private:
+  void TakeReport(const FinishArgs& args) {
     // Parsed here, lazily: only calls whose server sent the trailer pay.
     const grpc_core::BackendMetricData* data =
         args.backend_metric_accessor == nullptr
             ? nullptr
             : args.backend_metric_accessor->GetBackendMetricData();
     if (data != nullptr) {
-      TakeLoadReport(*data, config_->server_load->metric, *cell_, *stats_,
-                     policy_);
+      TakeLoadReport(*data, reporting_config_->server_load->metric, *cell_,
+                     *stats_, policy_);
     } else {
       POISE_TRACE(
           "[poise %p] a call ended without a load report: its backend counts "
           "only this client's calls once its last report ages out",
           policy_);
     }
-    slot_.Release();
   }
 
- private:
   InFlightGuard slot_;
   const std::shared_ptr<router::BackendCell> cell_;
-  const std::shared_ptr<const router::Config> config_;
   const std::shared_ptr<router::PolicyStats> stats_;
+  const std::shared_ptr<const router::Config> reporting_config_;
   const void* const policy_;
+  std::optional<std::chrono::steady_clock::time_point> start_;
 };
 
 }  // namespace
@@ -117,22 +126,15 @@ RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
     if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) {
       TracePick(c->backend, c->spilled);
     }
-    const grpc_core::RefCountedPtr<grpc_core::SubchannelInterface>& subchannel =
-        subchannels_[c->backend];
-    if (!c->slot.held()) return PickResult::Complete(subchannel);
-    if (reporting_config_ != nullptr) {
-      // NOLINTNEXTLINE(clang-analyzer-cplusplus.NewDeleteLeaks): as below
-      return PickResult::Complete(
-          subchannel,
-          std::make_unique<ReportingCallTracker>(
-              std::move(c->slot), router_->backends()[c->backend].cell,
-              reporting_config_, stats_, policy_));
-    }
-    // The tracker is owned by the returned PickResult; the analyzer loses
-    // it in absl::variant's move.
+    // Every call gets a tracker: only a tracker tells the policy how a call
+    // ended. It is owned by the returned PickResult; the analyzer loses it
+    // in absl::variant's move.
     // NOLINTNEXTLINE(clang-analyzer-cplusplus.NewDeleteLeaks)
     return PickResult::Complete(
-        subchannel, std::make_unique<CallTracker>(std::move(c->slot)));
+        subchannels_[c->backend],
+        std::make_unique<CallTracker>(std::move(c->slot),
+                                      router_->backends()[c->backend].cell,
+                                      stats_, reporting_config_, policy_));
   }
   if (auto* f = std::get_if<router::PickOutcome::Fail>(&outcome.result)) {
     return Drop(std::move(f->status));

@@ -19,7 +19,9 @@
 #include "absl/strings/string_view.h"
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
+#include "src/router/call_metrics.h"
 #include "src/router/config.h"
+#include "src/router/connectivity.h"
 #include "src/router/fleet_load.h"
 #include "src/router/load_scope.h"
 
@@ -56,6 +58,11 @@ class BackendCell final {
   std::atomic<uint64_t> picks{0};
   std::atomic<uint64_t> spilled_in{0};
   std::atomic<uint64_t> retried_in{0};
+  // This channel's calls to the backend that have ended (call trackers).
+  CallMetricsOnFirstUse calls;
+  // The state the backend's subchannel last reported (the policy's work
+  // serializer writes it; snapshots read it).
+  std::atomic<Connectivity> connectivity{Connectivity::kIdle};
   // serverLoad: the backend's latest report of its calls in flight, and how
   // often this channel's picks ask for it (the herding rule).
   ReportSlot report;

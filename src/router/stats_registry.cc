@@ -1,13 +1,21 @@
 #include "src/router/stats_registry.h"
 
 #include <algorithm>
+#include <map>
+#include <thread>
 
 namespace poise::router {
 namespace {
 
 struct Registry {
+  struct Entry {
+    std::weak_ptr<PolicyStats> stats;
+    const PolicyStats* instance;  // removed by its destructor
+  };
   std::mutex mu;
-  std::vector<std::weak_ptr<PolicyStats>> entries;
+  std::vector<Entry> entries;
+  // Per label, the counters of its destroyed instances.
+  std::map<std::string, grpc_lb::ChannelStats> retired;
 };
 
 Registry& GetRegistry() {
@@ -17,7 +25,21 @@ Registry& GetRegistry() {
 
 }  // namespace
 
-grpc_lb::ChannelStats PolicyStats::Snapshot() const {
+PolicyStats::~PolicyStats() {
+  Registry& registry = GetRegistry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  auto& entries = registry.entries;
+  const auto it = std::find_if(
+      entries.begin(), entries.end(),
+      [this](const Registry::Entry& e) { return e.instance == this; });
+  if (it == entries.end()) return;  // never registered
+  entries.erase(it);
+  grpc_lb::ChannelStats& retired = registry.retired[label_];
+  retired.label = label_;
+  AddChannelCounters(Counters(), retired);
+}
+
+grpc_lb::ChannelStats PolicyStats::Counters() const {
   grpc_lb::ChannelStats out;
   out.label = label_;
   out.policy = policy_;
@@ -32,6 +54,13 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
       refused_load_reports.load(std::memory_order_relaxed);
   out.picks_without_some_report =
       picks_without_some_report.load(std::memory_order_relaxed);
+  out.connectivity = ToString(connectivity.load(std::memory_order_relaxed));
+  out.calls = calls.Read();
+  return out;
+}
+
+grpc_lb::ChannelStats PolicyStats::Snapshot() const {
+  grpc_lb::ChannelStats out = Counters();
   const int64_t now_ns = FleetNowNs();
   std::shared_ptr<const BackendList> backends;
   std::vector<uint32_t> effective;
@@ -67,6 +96,9 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
       s.reported_load = b.cell->report.last_reported();
       s.report_age_ms = (now_ns - received) / 1000000;
     }
+    s.connectivity =
+        ToString(b.cell->connectivity.load(std::memory_order_relaxed));
+    s.calls = b.cell->calls.Read();
     out.backends.push_back(std::move(s));
   }
   return out;
@@ -75,13 +107,7 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
 void RegisterPolicyStats(const std::shared_ptr<PolicyStats>& stats) {
   Registry& registry = GetRegistry();
   std::lock_guard<std::mutex> lock(registry.mu);
-  auto& entries = registry.entries;
-  entries.erase(std::remove_if(entries.begin(), entries.end(),
-                               [](const std::weak_ptr<PolicyStats>& e) {
-                                 return e.expired();
-                               }),
-                entries.end());
-  entries.push_back(stats);
+  registry.entries.push_back({stats, stats.get()});
 }
 
 namespace {
@@ -89,10 +115,12 @@ namespace {
 // Every registered instance still alive.
 std::vector<std::shared_ptr<PolicyStats>> LivePolicies() {
   std::vector<std::shared_ptr<PolicyStats>> live;
-  Registry& registry = GetRegistry();
-  std::lock_guard<std::mutex> lock(registry.mu);
-  for (const auto& entry : registry.entries) {
-    if (auto stats = entry.lock()) live.push_back(std::move(stats));
+  {
+    Registry& registry = GetRegistry();
+    std::lock_guard<std::mutex> lock(registry.mu);
+    for (const auto& entry : registry.entries) {
+      if (auto stats = entry.stats.lock()) live.push_back(std::move(stats));
+    }
   }
   return live;
 }
@@ -113,6 +141,66 @@ std::vector<grpc_lb::ChannelStats> SnapshotAllPolicies() {
   std::vector<grpc_lb::ChannelStats> out;
   out.reserve(live.size());
   for (const auto& stats : live) out.push_back(stats->Snapshot());
+  return out;
+}
+
+void AddCallStats(const grpc_lb::CallStats& from, grpc_lb::CallStats& into) {
+  for (size_t i = 0; i < into.by_status.size(); ++i) {
+    into.by_status[i] += from.by_status[i];
+  }
+  for (size_t i = 0; i < into.duration_buckets.size(); ++i) {
+    into.duration_buckets[i] += from.duration_buckets[i];
+  }
+  into.duration_sum_ns += from.duration_sum_ns;
+}
+
+void AddChannelCounters(const grpc_lb::ChannelStats& from,
+                        grpc_lb::ChannelStats& into) {
+  into.picks += from.picks;
+  into.spills += from.spills;
+  into.missing_key += from.missing_key;
+  into.failed_picks += from.failed_picks;
+  into.retries += from.retries;
+  into.load_reports += from.load_reports;
+  into.refused_load_reports += from.refused_load_reports;
+  into.picks_without_some_report += from.picks_without_some_report;
+  AddCallStats(from.calls, into.calls);
+}
+
+MetricsSnapshot SnapshotForMetrics() {
+  Registry& registry = GetRegistry();
+  std::vector<std::shared_ptr<PolicyStats>> live;
+  MetricsSnapshot out;
+  for (;;) {
+    bool retiring = false;
+    {
+      std::lock_guard<std::mutex> lock(registry.mu);
+      for (const auto& entry : registry.entries) {
+        auto stats = entry.stats.lock();
+        // Expired but still listed: its destructor is about to move its
+        // counters to the retired totals; taken now, they would be in
+        // neither.
+        if (stats == nullptr) {
+          retiring = true;
+          break;
+        }
+        live.push_back(std::move(stats));
+      }
+      if (!retiring) {
+        out.retired.reserve(registry.retired.size());
+        for (const auto& [label, counters] : registry.retired) {
+          out.retired.push_back(counters);
+        }
+      }
+    }
+    if (!retiring) break;
+    // Outside the lock: dropping the last reference runs a destructor,
+    // which takes it.
+    live.clear();
+    std::this_thread::yield();
+  }
+  out.live.reserve(live.size());
+  for (const auto& stats : live) out.live.push_back(stats->Snapshot());
   return out;
 }
 

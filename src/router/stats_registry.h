@@ -14,6 +14,8 @@
 
 #include "poise/grpc_lb.h"
 #include "src/router/backend_set.h"
+#include "src/router/call_metrics.h"
+#include "src/router/connectivity.h"
 
 namespace poise::router {
 
@@ -24,6 +26,10 @@ class PolicyStats final {
  public:
   PolicyStats(std::string label, std::string policy)
       : label_(std::move(label)), policy_(std::move(policy)) {}
+  PolicyStats(const PolicyStats&) = delete;
+  PolicyStats& operator=(const PolicyStats&) = delete;
+  // A registered instance leaves its counters to its label's retired totals.
+  ~PolicyStats();
 
   std::atomic<uint64_t> picks{0};
   std::atomic<uint64_t> spills{0};
@@ -35,6 +41,10 @@ class PolicyStats final {
   std::atomic<uint64_t> load_reports{0};
   std::atomic<uint64_t> refused_load_reports{0};
   std::atomic<uint64_t> picks_without_some_report{0};
+  // Every call of the channel that ended (call trackers), and the channel's
+  // state as the policy last reported it.
+  CallMetrics calls;
+  std::atomic<Connectivity> connectivity{Connectivity::kIdle};
 
   // Publishes `backends` (null: none) as the current list.
   void SetBackends(std::shared_ptr<const BackendList> backends) {
@@ -68,6 +78,9 @@ class PolicyStats final {
   const std::string& policy() const { return policy_; }
 
  private:
+  // The channel-wide part of Snapshot(): no load scope, no backends.
+  grpc_lb::ChannelStats Counters() const;
+
   const std::string label_;
   const std::string policy_;
   mutable std::mutex mu_;
@@ -86,6 +99,20 @@ std::vector<grpc_lb::ChannelStats> SnapshotAllPolicies();
 // Every registered instance still alive whose label is `label`.
 std::vector<std::shared_ptr<PolicyStats>> PoliciesLabelled(
     std::string_view label);
+// Adds `from`'s counters (not its gauges, states or backends) to `into`.
+void AddChannelCounters(const grpc_lb::ChannelStats& from,
+                        grpc_lb::ChannelStats& into);
+void AddCallStats(const grpc_lb::CallStats& from, grpc_lb::CallStats& into);
+
+// What the metrics read, taken at one moment: every registered instance
+// alive, and per label the counters its destroyed instances left (label and
+// counters only). An instance is in exactly one of the two, so a label's
+// totals never go backwards when its channels go.
+struct MetricsSnapshot {
+  std::vector<grpc_lb::ChannelStats> live;
+  std::vector<grpc_lb::ChannelStats> retired;  // one per label, by label
+};
+MetricsSnapshot SnapshotForMetrics();
 
 }  // namespace poise::router
 

@@ -483,11 +483,43 @@ TEST_P(RendezvousLbPolicyTest, KeyedPickReturnsTheOwner) {
   }
 }
 
-TEST_F(RendezvousLbTest, WeightedRendezvousTracksNoLoad) {
+// No load tracking, but a tracker all the same: it counts how the call ended
+// (call metrics).
+TEST_F(RendezvousLbTest, WeightedRendezvousTracksNoLoadButCountsCalls) {
   Start("weighted_rendezvous", "", {0, 1, 2, 3});
   Picked p = Pick(std::string("k"));
-  EXPECT_EQ(p.tracker, nullptr);
+  ASSERT_NE(p.tracker, nullptr);
   EXPECT_EQ(Stats().picks, 1u);
+  p.tracker->Start();
+  EXPECT_EQ(InFlight(p.backend), 0u);
+  p.tracker->Finish({absl::UnavailableError("down"), nullptr, nullptr});
+  const ChannelStats stats = Stats();
+  EXPECT_EQ(stats.calls.by_status[14], 1u);  // UNAVAILABLE
+  const BackendStats& b = stats.backends[static_cast<size_t>(p.backend)];
+  EXPECT_EQ(b.calls.by_status[14], 1u);
+  uint64_t bucketed = 0;
+  for (const uint64_t n : b.calls.duration_buckets) bucketed += n;
+  EXPECT_EQ(bucketed, 1u);
+}
+
+// Each backend's state as its subchannel last reported it, the channel's
+// as the policy reported it.
+TEST_F(RendezvousLbTest, ConnectivityStatesShowInTheStats) {
+  Start("bounded_load_rendezvous", "", {1, 2, 3});  // 0 still connecting
+  EXPECT_NE(Stats().backends[0].connectivity, "READY");
+  EXPECT_EQ(Stats().backends[1].connectivity, "READY");
+  EXPECT_EQ(Stats().connectivity, "READY");
+  SetState(0, GRPC_CHANNEL_TRANSIENT_FAILURE, absl::UnavailableError("down"));
+  Drain();
+  EXPECT_EQ(Stats().backends[0].connectivity, "TRANSIENT_FAILURE");
+  for (int i = 1; i < kBackends; ++i) {
+    SetState(i, GRPC_CHANNEL_TRANSIENT_FAILURE, absl::UnavailableError("x"));
+  }
+  Drain();
+  EXPECT_EQ(Stats().connectivity, "TRANSIENT_FAILURE");
+  SetState(2, GRPC_CHANNEL_IDLE);
+  Drain();
+  EXPECT_EQ(Stats().backends[2].connectivity, "IDLE");
 }
 
 TEST_F(RendezvousLbTest, PendingOwnerQueuesItsKeysFailedOwnerPassesThemOn) {
@@ -565,6 +597,8 @@ TEST_F(RendezvousLbTest, TrackerDestroyedWithoutStartLeavesCountsUnchanged) {
     EXPECT_EQ(InFlight(p.backend), 1u);  // reserved at the pick
   }
   for (int i = 0; i < kBackends; ++i) EXPECT_EQ(InFlight(i), 0u);
+  // A call that never started is not a call that ended.
+  for (const uint64_t n : Stats().calls.by_status) EXPECT_EQ(n, 0u);
 }
 
 TEST_F(RendezvousLbTest, AddressUpdateKeepsCountersAndLateFinishIsSafe) {
