@@ -95,6 +95,20 @@ static_assert(std::string_view(kDnsResolverScheme) == dns::kDnsScheme &&
                   std::string_view(kSrvResolverScheme) == dns::kSrvScheme,
               "the public scheme names are the parser's");
 
+// A failed round's message names at most this many names: it goes on every
+// call that fails for it (300 names made 9.8 KB per call).
+constexpr size_t kMaxNamesInFailure = 10;
+
+// "a:1, b:2, ... and N more".
+std::string FirstNames(const std::vector<std::string>& names) {
+  const size_t shown = std::min(names.size(), kMaxNamesInFailure);
+  std::string out = absl::StrJoin(names.begin(), names.begin() + shown, ", ");
+  if (names.size() > shown) {
+    absl::StrAppend(&out, " and ", names.size() - shown, " more");
+  }
+  return out;
+}
+
 constexpr Duration kDefaultMinTimeBetweenResolutions = Duration::Seconds(30);
 constexpr Duration kDefaultRefreshInterval = Duration::Seconds(30);
 constexpr std::chrono::milliseconds kDefaultQueryTimeout{5000};
@@ -288,10 +302,10 @@ class PoiseResolver final : public grpc_core::PollingResolver {
     }
     if (kept.empty()) {
       const std::string what =
-          round.names.empty() ? absl::StrCat("SRV name ", target_.srv_name,
-                                             " has no usable records")
-                              : absl::StrCat("no name resolved: ",
-                                             absl::StrJoin(failures, ", "));
+          round.names.empty()
+              ? absl::StrCat("SRV name ", target_.srv_name,
+                             " has no usable records")
+              : absl::StrCat("no name resolved: ", FirstNames(failures));
       result.addresses = absl::UnavailableError(
           absl::StrCat(scheme, " resolution failed: ", what));
       last_good_.clear();
@@ -510,6 +524,13 @@ void LookupRequest::OnSrv(dns::SrvResult&& srv) {
       std::set<std::string> seen;
       std::vector<HostToFind> hosts;
       for (const dns::SrvRecord& record : srv.records) {
+        // Port 0 is no port a backend listens on: never connectable.
+        if (record.port == 0) {
+          POISE_DNS_TRACE("[poise_dns %p] SRV %s: %s port 0 is not a backend",
+                          resolver_.get(), target.srv_name.c_str(),
+                          record.target.c_str());
+          continue;
+        }
         std::string identity = record.Identity();
         if (!seen.insert(identity).second) continue;
         hosts.push_back({record.target, record.port, std::move(identity)});

@@ -456,6 +456,41 @@ TEST(DnsResolverE2e, EveryNameFailingNamesTheNames) {
   EXPECT_NE(message.find("gone-b.test:2"), std::string::npos) << message;
 }
 
+// Thirty names that do not resolve: the failure names the first ten and
+// counts the rest, so each failed call carries a short message.
+TEST(DnsResolverE2e, ManyFailingNamesAreCountedNotListed) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(1);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(ZoneOf(pods, false)));
+  std::string target = absl::StrCat("poise-dns://", dns.authority(), "/");
+  for (int i = 0; i < 30; ++i) {
+    absl::StrAppend(&target, i ? "," : "", "gone-", i, ".test:1");
+  }
+  const std::string message = FailureOf(target, FastRefresh(300));
+  EXPECT_NE(message.find("and 20 more"), std::string::npos) << message;
+  EXPECT_EQ(message.find("gone-29.test:1"), std::string::npos) << message;
+  EXPECT_LT(message.size(), 600u) << message;
+}
+
+// An SRV record with port 0 names no backend (nothing listens on port 0):
+// it is left out, the other records serve.
+TEST(DnsResolverE2e, SrvRecordWithPortZeroIsNotABackend) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(2);
+  DnsZone zone = ZoneOf(pods, true);
+  zone.Host("web-9.web.test", "127.0.0.9");
+  zone.Srv("_grpc._tcp.web.test", "web-9.web.test", 0);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(zone));
+  const std::string label = "srv-port-zero";
+  Client client(
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test"),
+      LbConfig("weighted_rendezvous"), label, FastRefresh(300));
+  ASSERT_TRUE(ServesPrediction(client, Predict(pods)));
+  EXPECT_EQ(StatsFor(label).backends.size(), 2u);
+}
+
 TEST(DnsResolverE2e, BadTargetsNameThePart) {
   struct Case {
     std::string target;
