@@ -46,6 +46,13 @@ inline constexpr char kIdentityAddressArg[] = "poise.identity";
 inline constexpr char kDnsRefreshIntervalArg[] =
     "poise.dns_refresh_interval_ms";
 
+// Channel argument (int, 0 or 1; default 0): poise-srv gives each backend
+// its SRV record's weight, as if the resolver had set a weight attribute:
+// an endpoints[] entry's weight still comes first and defaultWeight applies
+// to records of weight 0. Priorities are not used: every record is a
+// backend, whatever its priority.
+inline constexpr char kSrvWeightsArg[] = "poise.srv_weights";
+
 // Target schemes of the resolvers RegisterPolicies() registers:
 //   poise-dns:[//dns-server/]host:port[,host:port...]  identity "host:port"
 //   poise-srv:[//dns-server/]srv-name                  identity "target:port"

@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -78,6 +79,7 @@ using grpc_core::OrphanablePtr;
 using grpc_core::RefCountedPtr;
 using grpc_core::Resolver;
 using grpc_core::ResolverArgs;
+using grpc_core::ServerAddress;
 using grpc_core::ServerAddressList;
 using grpc_core::Timestamp;
 
@@ -118,11 +120,13 @@ struct HostToFind {
   std::string host;
   uint16_t port = 0;
   std::string identity;
+  uint32_t weight = 0;  // kSrvWeightsArg: the SRV record's; 0: none
 };
 
 // One backend as one resolution saw it.
 struct NameResult {
   std::string identity;
+  uint32_t weight = 0;  // its addresses' weight attribute; 0: none
   dns::Outcome outcome = dns::Outcome::kError;
   std::vector<grpc_resolved_address> addresses;  // kFound: never empty
   std::string message;
@@ -163,6 +167,7 @@ NameResult Checked(NameResult result) {
 NameResult FromDnsAnswer(const HostToFind& host, dns::AddressResult found) {
   NameResult result;
   result.identity = host.identity;
+  result.weight = host.weight;
   result.outcome = found.outcome;
   result.message = std::move(found.message);
   for (const dns::Address& address : found.addresses) {
@@ -178,6 +183,7 @@ NameResult FromGrpcAnswer(
     absl::StatusOr<std::vector<grpc_resolved_address>> found) {
   NameResult result;
   result.identity = host.identity;
+  result.weight = host.weight;
   if (found.ok()) {
     result.addresses = *std::move(found);
     result.outcome = result.addresses.empty() ? dns::Outcome::kNoRecords
@@ -240,6 +246,7 @@ class PoiseResolver final : public grpc_core::PollingResolver {
     Duration min_time_between_resolutions = kDefaultMinTimeBetweenResolutions;
     Duration refresh_interval = kDefaultRefreshInterval;
     std::chrono::milliseconds query_timeout = kDefaultQueryTimeout;
+    bool srv_weights = false;  // kSrvWeightsArg
   };
 
   PoiseResolver(ResolverArgs args, const ChannelArgs& channel_args,
@@ -255,7 +262,8 @@ class PoiseResolver final : public grpc_core::PollingResolver {
                         &poise_dns_trace),
         work_serializer_(std::move(work_serializer)),
         target_(std::move(target)),
-        refresh_interval_(settings.refresh_interval) {
+        refresh_interval_(settings.refresh_interval),
+        srv_weights_(settings.srv_weights) {
     options_.server = target_.server;
     options_.timeout = settings.query_timeout;
   }
@@ -273,6 +281,7 @@ class PoiseResolver final : public grpc_core::PollingResolver {
 
   const dns::Target& target() const { return target_; }
   const dns::LookupOptions& options() const { return options_; }
+  bool srv_weights() const { return srv_weights_; }
   grpc_pollset_set* pollset_set() const { return interested_parties(); }
   grpc_event_engine::experimental::EventEngine& event_engine() const {
     return *event_engine_;
@@ -375,7 +384,16 @@ class PoiseResolver final : public grpc_core::PollingResolver {
       const ChannelArgs args =
           ChannelArgs().Set(kIdentityAddressArg, name.identity);
       for (const grpc_resolved_address& address : name.addresses) {
-        list.emplace_back(address, args);
+        std::map<const char*,
+                 std::unique_ptr<ServerAddress::AttributeInterface>>
+            attributes;
+        if (name.weight > 0) {
+          attributes[grpc_core::ServerAddressWeightAttribute::
+                         kServerAddressWeightAttributeKey] =
+              std::make_unique<grpc_core::ServerAddressWeightAttribute>(
+                  name.weight);
+        }
+        list.emplace_back(address, args, std::move(attributes));
       }
     }
     return list;
@@ -419,6 +437,7 @@ class PoiseResolver final : public grpc_core::PollingResolver {
       event_engine_ = grpc_event_engine::experimental::GetDefaultEventEngine();
   const dns::Target target_;
   const Duration refresh_interval_;
+  const bool srv_weights_;
   dns::LookupOptions options_;
 
   // Serializer state.
@@ -533,7 +552,10 @@ void LookupRequest::OnSrv(dns::SrvResult&& srv) {
         }
         std::string identity = record.Identity();
         if (!seen.insert(identity).second) continue;
-        hosts.push_back({record.target, record.port, std::move(identity)});
+        // SRV weights (kSrvWeightsArg): a record's weight is its backend's;
+        // weight 0 leaves it to endpoints[] or defaultWeight.
+        hosts.push_back({record.target, record.port, std::move(identity),
+                         resolver_->srv_weights() ? record.weight : 0u});
       }
       StartHostsLocked(std::move(hosts));
       return;
@@ -652,6 +674,7 @@ class PoiseResolverFactory final : public grpc_core::ResolverFactory {
     if (timeout > 0) {
       settings.query_timeout = std::chrono::milliseconds(timeout);
     }
+    settings.srv_weights = args.args.GetInt(kSrvWeightsArg).value_or(0) != 0;
     const ChannelArgs channel_args = args.args;
     auto work_serializer = args.work_serializer;
     return grpc_core::MakeOrphanable<PoiseResolver>(

@@ -473,6 +473,54 @@ TEST(DnsResolverE2e, ManyFailingNamesAreCountedNotListed) {
   EXPECT_LT(message.size(), 600u) << message;
 }
 
+// kSrvWeightsArg: poise-srv takes the SRV records' weights (weight 0:
+// defaultWeight); without it every pod has defaultWeight.
+TEST(DnsResolverE2e, SrvWeightsAreTakenWhenAsked) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(3);
+  const uint16_t srv_weights[] = {1, 3, 0};
+  DnsZone zone;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    zone.Host(pods[i].name, pods[i].backend->ip());
+    zone.Srv("_grpc._tcp.web.test", pods[i].name,
+             static_cast<uint16_t>(pods[i].backend->port()), 0, srv_weights[i]);
+  }
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(zone));
+  const std::string target =
+      absl::StrCat("poise-srv://", dns.authority(), "/_grpc._tcp.web.test");
+  for (const bool asked : {false, true}) {
+    const std::string label = asked ? "srv-weights" : "srv-no-weights";
+    grpc::ChannelArguments args = FastRefresh(300);
+    if (asked) args.SetInt(grpc_lb::kSrvWeightsArg, 1);
+    Client client(target,
+                  LbConfig("weighted_rendezvous", R"("defaultWeight":2)"),
+                  label, args);
+    std::vector<std::string> ids;
+    std::vector<Candidate> candidates;
+    for (size_t i = 0; i < pods.size(); ++i) ids.push_back(pods[i].identity());
+    for (size_t i = 0; i < pods.size(); ++i) {
+      const uint32_t w = asked && srv_weights[i] > 0 ? srv_weights[i] : 2u;
+      candidates.push_back({ids[i], w, true});
+    }
+    std::map<std::string, std::string> predicted;
+    for (int k = 0; k < kKeys; ++k) {
+      const std::string key = absl::StrCat("key-", k);
+      predicted[key] =
+          pods[WeightedRendezvous::Pick(key, candidates).value()].backend->id();
+    }
+    ASSERT_TRUE(ServesPrediction(client, predicted)) << label;
+    for (const grpc_lb::BackendStats& b : StatsFor(label).backends) {
+      for (size_t i = 0; i < pods.size(); ++i) {
+        if (b.identity == ids[i]) {
+          EXPECT_EQ(b.weight, candidates[i].weight)
+              << label << " " << b.identity;
+        }
+      }
+    }
+  }
+}
+
 // An SRV record with port 0 names no backend (nothing listens on port 0):
 // it is left out, the other records serve.
 TEST(DnsResolverE2e, SrvRecordWithPortZeroIsNotABackend) {
