@@ -1,0 +1,333 @@
+#include "src/router/key_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "poise/types.h"
+
+namespace poise::router {
+
+// ---------------------------------------------------------------------------
+// Slots
+
+// One entry. header: the version (bits 0-31, odd while a writer has the
+// slot), the key's length in bytes (32-39) and the prefix's size (40-47; 0:
+// empty).
+struct alignas(64) KeyOrderCache::Slot {
+  static constexpr size_t kKeyWords = kMaxKeyBytes / 8;
+  static constexpr size_t kPrefixWords =
+      KeyOrderPrefix::kCapacity * sizeof(uint16_t) / 8;
+
+  std::atomic<uint64_t> header{0};
+  std::atomic<uint64_t> prefix[kPrefixWords] = {};
+  std::atomic<uint64_t> key[kKeyWords] = {};
+
+  static uint64_t Header(uint64_t version, size_t key_bytes,
+                         size_t prefix_size) {
+    return (version & 0xFFFF'FFFFu) | (uint64_t{key_bytes} << 32) |
+           (uint64_t{prefix_size} << 40);
+  }
+  static size_t KeyBytes(uint64_t header) { return (header >> 32) & 0xFF; }
+  static size_t PrefixSize(uint64_t header) { return (header >> 40) & 0xFF; }
+};
+
+// Where a key would be: its bytes as zero-padded words, its set, its tag in
+// the set's word and its doorkeeper place and signature.
+struct KeyOrderCache::Probe {
+  bool cacheable;
+  size_t bytes;
+  uint64_t words[Slot::kKeyWords];
+  size_t set;
+  uint16_t tag;  // 1..0x7FFF
+  size_t door;
+  uint32_t signature;  // never 0, which stands for none
+};
+
+namespace {
+
+constexpr uint16_t kTagMask = 0x7FFF;
+constexpr uint16_t kReferenced = 0x8000;
+
+uint16_t WayOf(uint64_t tags, size_t way) {
+  return static_cast<uint16_t>(tags >> (16 * way));
+}
+
+// A fair index in [0, n) from 64 random bits (multiply and keep the high
+// half: no division).
+size_t IndexIn(uint64_t bits, size_t n) {
+  return static_cast<size_t>((UInt128{bits} * n) >> 64);
+}
+
+}  // namespace
+
+KeyOrderCache::KeyOrderCache(size_t entries)
+    : sets_(std::max<size_t>(1, (entries + kWays - 1) / kWays)),
+      door_size_(sets_),
+      slots_(new Slot[sets_ * kWays]()),
+      tags_(new std::atomic<uint64_t>[sets_]()),
+      door_(new std::atomic<uint32_t>[door_size_]()) {
+  static_assert(sizeof(Slot) == 64, "one cache line per entry");
+}
+
+KeyOrderCache::~KeyOrderCache() = default;
+
+size_t KeyOrderCache::memory_bytes() const {
+  return sizeof(*this) + sets_ * kWays * sizeof(Slot) +
+         sets_ * sizeof(uint64_t) + door_size_ * sizeof(uint32_t);
+}
+
+KeyOrderCache::Probe KeyOrderCache::ProbeOf(std::string_view key) const {
+  Probe p{};
+  p.cacheable = key.size() <= kMaxKeyBytes;
+  if (!p.cacheable) return p;
+  p.bytes = key.size();
+  if (!key.empty()) std::memcpy(p.words, key.data(), key.size());
+  // absl's hash is seeded per process: keys chosen to collide in one set
+  // on one process do not on another.
+  const uint64_t h = absl::HashOf(key);
+  p.set = IndexIn(h, sets_);
+  const auto tag = static_cast<uint16_t>(h & kTagMask);
+  p.tag = tag != 0 ? tag : uint16_t{1};
+  const uint64_t other = (h << 32) | (h >> 32);
+  p.door = IndexIn(other, door_size_);
+  p.signature = static_cast<uint32_t>(h >> 15) | 1u;
+  return p;
+}
+
+bool KeyOrderCache::ReadSlot(const Slot& slot, const Probe& probe,
+                             KeyOrderPrefix* prefix) const {
+  const uint64_t header = slot.header.load(std::memory_order_acquire);
+  if ((header & 1) != 0 || Slot::KeyBytes(header) != probe.bytes) return false;
+  const size_t size = Slot::PrefixSize(header);
+  if (size == 0 || size > KeyOrderPrefix::kCapacity) return false;
+  uint64_t words[Slot::kKeyWords];
+  uint64_t order[Slot::kPrefixWords];
+  for (size_t w = 0; w < Slot::kKeyWords; ++w) {
+    words[w] = slot.key[w].load(std::memory_order_relaxed);
+  }
+  for (size_t w = 0; w < Slot::kPrefixWords; ++w) {
+    order[w] = slot.prefix[w].load(std::memory_order_relaxed);
+  }
+  // The copy is the slot's only if no writer took it meanwhile.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (slot.header.load(std::memory_order_relaxed) != header) return false;
+  if (std::memcmp(words, probe.words, sizeof(words)) != 0) return false;
+  std::memcpy(prefix->index, order, sizeof(order));
+  prefix->size = size;
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// The adaptive lookups
+
+namespace {
+
+// One thread's recent lookups on one cache.
+struct LookupRecord {
+  const KeyOrderCache* cache = nullptr;
+  bool bypassed = false;
+  uint32_t picks = 0;  // while bypassed
+  uint32_t looked = 0;
+  uint32_t hits = 0;
+};
+
+LookupRecord& ThisThreadsRecord() {
+  thread_local LookupRecord record;
+  return record;
+}
+
+}  // namespace
+
+bool KeyOrderCache::LookUpOnThisThread() const {
+  LookupRecord& r = ThisThreadsRecord();
+  if (r.cache != this) r = LookupRecord{this};
+  return !r.bypassed || ++r.picks % kBypassStride == 0;
+}
+
+void KeyOrderCache::RecordLookup(bool hit) const {
+  LookupRecord& r = ThisThreadsRecord();
+  r.hits += hit ? 1 : 0;
+  if (++r.looked < kWindow) return;
+  r.bypassed = r.hits < kWindowHitsToStay;
+  r.looked = r.hits = 0;
+}
+
+// ---------------------------------------------------------------------------
+// Lookups and inserts
+
+KeyOrderCache::Lookup KeyOrderCache::Find(std::string_view key,
+                                          KeyOrderPrefix* prefix) {
+  if (!LookUpOnThisThread()) return Lookup::kMiss;
+  const Probe p = ProbeOf(key);
+  if (!p.cacheable) return Lookup::kMiss;
+  std::atomic<uint64_t>& set_tags = tags_[p.set];
+  const uint64_t tags = set_tags.load(std::memory_order_relaxed);
+  for (size_t way = 0; way < kWays; ++way) {
+    const uint16_t t = WayOf(tags, way);
+    if ((t & kTagMask) != p.tag) continue;
+    if (!ReadSlot(slots_[p.set * kWays + way], p, prefix)) continue;
+    if ((t & kReferenced) == 0) {
+      set_tags.fetch_or(uint64_t{kReferenced} << (16 * way),
+                        std::memory_order_relaxed);
+    }
+    RecordLookup(true);
+    return Lookup::kHit;
+  }
+  RecordLookup(false);
+  // The doorkeeper: a key missed twice in a row at its place is admitted.
+  std::atomic<uint32_t>& seen = door_[p.door];
+  if (seen.load(std::memory_order_relaxed) == p.signature) {
+    return Lookup::kAdmit;
+  }
+  seen.store(p.signature, std::memory_order_relaxed);
+  return Lookup::kMiss;
+}
+
+void KeyOrderCache::Insert(std::string_view key,
+                           const KeyOrderPrefix& prefix) {
+  const Probe p = ProbeOf(key);
+  if (!p.cacheable || prefix.size == 0 ||
+      prefix.size > KeyOrderPrefix::kCapacity) {
+    return;
+  }
+  std::atomic<uint64_t>& set_tags = tags_[p.set];
+  const uint64_t tags = set_tags.load(std::memory_order_relaxed);
+  // CLOCK: an empty way, else one not referenced since the last sweep,
+  // else (all referenced) a sweep: every bit cleared, the way by the hash.
+  size_t way = kWays;
+  for (size_t w = 0; w < kWays && way == kWays; ++w) {
+    if ((WayOf(tags, w) & kTagMask) == 0) way = w;
+  }
+  for (size_t w = 0; w < kWays && way == kWays; ++w) {
+    if ((WayOf(tags, w) & kReferenced) == 0) way = w;
+  }
+  const bool sweep = way == kWays;
+  if (sweep) way = p.signature % kWays;
+
+  Slot& slot = slots_[p.set * kWays + way];
+  uint64_t header = slot.header.load(std::memory_order_relaxed);
+  if ((header & 1) != 0 ||
+      !slot.header.compare_exchange_strong(header, header + 1,
+                                           std::memory_order_relaxed)) {
+    return;  // another writer has the slot
+  }
+  // The odd version is visible before any word of the new entry.
+  std::atomic_thread_fence(std::memory_order_release);
+  for (size_t w = 0; w < Slot::kKeyWords; ++w) {
+    slot.key[w].store(p.words[w], std::memory_order_relaxed);
+  }
+  uint64_t order[Slot::kPrefixWords] = {};
+  std::memcpy(order, prefix.index, prefix.size * sizeof(uint16_t));
+  for (size_t w = 0; w < Slot::kPrefixWords; ++w) {
+    slot.prefix[w].store(order[w], std::memory_order_relaxed);
+  }
+  slot.header.store(Slot::Header(header + 2, p.bytes, prefix.size),
+                    std::memory_order_release);
+
+  // The tag last: a reader that sees it before the entry misses, one that
+  // sees the old tag with the new entry finds another key and misses too.
+  const uint64_t field = uint64_t{0xFFFF} << (16 * way);
+  uint64_t expected = set_tags.load(std::memory_order_relaxed);
+  uint64_t desired;
+  do {
+    desired = (expected & ~field) | (uint64_t{p.tag} << (16 * way));
+    if (sweep) {
+      for (size_t w = 0; w < kWays; ++w) {
+        desired &= ~(uint64_t{kReferenced} << (16 * w));
+      }
+    }
+  } while (!set_tags.compare_exchange_weak(expected, desired,
+                                           std::memory_order_relaxed));
+}
+
+// ---------------------------------------------------------------------------
+// Sharing
+
+namespace {
+
+// A cache with what it caches orders of: the table (held, so its address
+// names it while the cache lives) and the weights.
+struct SharedCache {
+  SharedCache(std::shared_ptr<const IdentityTable> t, std::vector<uint32_t> w,
+              size_t entries)
+      : cache(entries),
+        requested(entries),
+        table(std::move(t)),
+        weights(std::move(w)) {}
+  KeyOrderCache cache;
+  const size_t requested;
+  const std::shared_ptr<const IdentityTable> table;
+  const std::vector<uint32_t> weights;
+};
+
+struct Registry {
+  std::mutex mu;
+  // By a hash of (table, entries, weights). An entry is removed before its
+  // cache is deleted, under `mu`: a listed `raw` is alive to compare.
+  struct Entry {
+    const SharedCache* raw;
+    std::weak_ptr<SharedCache> weak;
+  };
+  std::unordered_multimap<uint64_t, Entry> caches;
+};
+
+Registry& TheRegistry() {
+  static Registry* const registry = new Registry();  // never destroyed
+  return *registry;
+}
+
+uint64_t SharingKey(const IdentityTable* table, size_t entries,
+                    const std::vector<uint32_t>& weights) {
+  return absl::HashOf(table, entries, weights);
+}
+
+}  // namespace
+
+std::shared_ptr<KeyOrderCache> ShareKeyOrderCache(
+    std::shared_ptr<const IdentityTable> table, std::vector<uint32_t> weights,
+    size_t entries) {
+  Registry& registry = TheRegistry();
+  const uint64_t key = SharingKey(table.get(), entries, weights);
+  std::lock_guard<std::mutex> lock(registry.mu);
+  const auto range = registry.caches.equal_range(key);
+  for (auto it = range.first; it != range.second; ++it) {
+    const SharedCache& c = *it->second.raw;
+    if (c.table != table || c.requested != entries || c.weights != weights) {
+      continue;
+    }
+    // Null while its last holder is deleting it: then a new one.
+    if (std::shared_ptr<SharedCache> live = it->second.weak.lock()) {
+      return {live, &live->cache};
+    }
+  }
+  std::shared_ptr<SharedCache> created(
+      new SharedCache(std::move(table), std::move(weights), entries),
+      [key](const SharedCache* dead) {
+        Registry& r = TheRegistry();
+        {
+          std::lock_guard<std::mutex> unlist(r.mu);
+          const auto listed = r.caches.equal_range(key);
+          for (auto it = listed.first; it != listed.second; ++it) {
+            if (it->second.raw == dead) {
+              r.caches.erase(it);
+              break;
+            }
+          }
+        }
+        delete dead;
+      });
+  registry.caches.emplace(key, Registry::Entry{created.get(), created});
+  return {created, &created->cache};
+}
+
+size_t LiveKeyOrderCaches() {
+  Registry& registry = TheRegistry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  return registry.caches.size();
+}
+
+}  // namespace poise::router
