@@ -64,8 +64,14 @@ size_t IndexIn(uint64_t bits, size_t n) {
 
 }  // namespace
 
+namespace {
+// Ids for the lookup records: an address may be a later cache's.
+std::atomic<uint64_t> next_cache_id{1};
+}  // namespace
+
 KeyOrderCache::KeyOrderCache(size_t entries)
-    : sets_(std::max<size_t>(1, (entries + kWays - 1) / kWays)),
+    : id_(next_cache_id.fetch_add(1, std::memory_order_relaxed)),
+      sets_(std::max<size_t>(1, (entries + kWays - 1) / kWays)),
       door_size_(sets_),
       slots_(new Slot[sets_ * kWays]()),
       tags_(new std::atomic<uint64_t>[sets_]()),
@@ -128,7 +134,7 @@ namespace {
 
 // One thread's recent lookups on one cache.
 struct LookupRecord {
-  const KeyOrderCache* cache = nullptr;
+  uint64_t cache = 0;  // the id of the cache looked up last
   bool bypassed = false;
   uint32_t picks = 0;  // while bypassed
   uint32_t looked = 0;
@@ -144,7 +150,7 @@ LookupRecord& ThisThreadsRecord() {
 
 bool KeyOrderCache::LookUpOnThisThread() const {
   LookupRecord& r = ThisThreadsRecord();
-  if (r.cache != this) r = LookupRecord{this};
+  if (r.cache != id_) r = LookupRecord{id_};
   return !r.bypassed || ++r.picks % kBypassStride == 0;
 }
 
@@ -196,9 +202,13 @@ void KeyOrderCache::Insert(std::string_view key,
   }
   std::atomic<uint64_t>& set_tags = tags_[p.set];
   const uint64_t tags = set_tags.load(std::memory_order_relaxed);
-  // CLOCK: an empty way, else one not referenced since the last sweep,
-  // else (all referenced) a sweep: every bit cleared, the way by the hash.
+  // The way of the key's tag (the key's own entry, as a rule), else CLOCK:
+  // an empty way, else one not referenced since the last sweep, else (all
+  // referenced) a sweep: every bit cleared, the way by the hash.
   size_t way = kWays;
+  for (size_t w = 0; w < kWays && way == kWays; ++w) {
+    if ((WayOf(tags, w) & kTagMask) == p.tag) way = w;
+  }
   for (size_t w = 0; w < kWays && way == kWays; ++w) {
     if ((WayOf(tags, w) & kTagMask) == 0) way = w;
   }

@@ -101,6 +101,7 @@ class KeyOrderCache final {
   bool LookUpOnThisThread() const;
   void RecordLookup(bool hit) const;
 
+  const uint64_t id_;  // names it in its threads' lookup records
   const size_t sets_;
   const size_t door_size_;
   const std::unique_ptr<Slot[]> slots_;  // sets_ * kWays
