@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include <random>
+
 #include "absl/hash/hash.h"
 #include "poise/types.h"
 
@@ -62,6 +64,33 @@ size_t IndexIn(uint64_t bits, size_t n) {
   return static_cast<size_t>((UInt128{bits} * n) >> 64);
 }
 
+// Random per process, so keys chosen to meet in one set of one process do
+// not in another.
+uint64_t ProcessSeed() {
+  static const uint64_t seed = [] {
+    try {
+      std::random_device device;
+      return (uint64_t{device()} << 32) ^ device();
+    } catch (...) {
+      return reinterpret_cast<uintptr_t>(&seed) ^ 0x9E3779B97F4A7C15u;
+    }
+  }();
+  return seed;
+}
+
+// The hash of a key's words (zero-padded) and length: multiply-xorshift
+// rounds, then SplitMix64's finaliser.
+uint64_t HashOfWords(const uint64_t* words, size_t bytes) {
+  uint64_t h = ProcessSeed() ^ (bytes * 0x9E3779B97F4A7C15u);
+  for (size_t w = 0; w < (bytes + 7) / 8; ++w) {
+    h = (h ^ words[w]) * 0xBF58476D1CE4E5B9u;
+    h ^= h >> 31;
+  }
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9u;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBu;
+  return h ^ (h >> 31);
+}
+
 }  // namespace
 
 namespace {
@@ -72,7 +101,7 @@ std::atomic<uint64_t> next_cache_id{1};
 KeyOrderCache::KeyOrderCache(size_t entries)
     : id_(next_cache_id.fetch_add(1, std::memory_order_relaxed)),
       sets_(std::max<size_t>(1, (entries + kWays - 1) / kWays)),
-      door_size_(sets_),
+      door_size_(sets_ * kWays / 2),
       slots_(new Slot[sets_ * kWays]()),
       tags_(new std::atomic<uint64_t>[sets_]()),
       door_(new std::atomic<uint32_t>[door_size_]()) {
@@ -92,9 +121,7 @@ KeyOrderCache::Probe KeyOrderCache::ProbeOf(std::string_view key) const {
   if (!p.cacheable) return p;
   p.bytes = key.size();
   if (!key.empty()) std::memcpy(p.words, key.data(), key.size());
-  // absl's hash is seeded per process: keys chosen to collide in one set
-  // on one process do not on another.
-  const uint64_t h = absl::HashOf(key);
+  const uint64_t h = HashOfWords(p.words, key.size());
   p.set = IndexIn(h, sets_);
   const auto tag = static_cast<uint16_t>(h & kTagMask);
   p.tag = tag != 0 ? tag : uint16_t{1};
@@ -130,36 +157,30 @@ bool KeyOrderCache::ReadSlot(const Slot& slot, const Probe& probe,
 // ---------------------------------------------------------------------------
 // The adaptive lookups
 
-namespace {
-
 // One thread's recent lookups on one cache.
-struct LookupRecord {
+struct KeyOrderCache::LookupRecord {
   uint64_t cache = 0;  // the id of the cache looked up last
   bool bypassed = false;
   uint32_t picks = 0;  // while bypassed
   uint32_t looked = 0;
-  uint32_t hits = 0;
+  uint32_t useful = 0;  // hits and admitted keys
 };
 
-LookupRecord& ThisThreadsRecord() {
+KeyOrderCache::LookupRecord& KeyOrderCache::ThisThreadsRecord() {
   thread_local LookupRecord record;
   return record;
 }
 
-}  // namespace
-
-bool KeyOrderCache::LookUpOnThisThread() const {
-  LookupRecord& r = ThisThreadsRecord();
+bool KeyOrderCache::LookUpOnThisThread(LookupRecord& r) const {
   if (r.cache != id_) r = LookupRecord{id_};
   return !r.bypassed || ++r.picks % kBypassStride == 0;
 }
 
-void KeyOrderCache::RecordLookup(bool hit) const {
-  LookupRecord& r = ThisThreadsRecord();
-  r.hits += hit ? 1 : 0;
+void KeyOrderCache::RecordLookup(LookupRecord& r, bool useful) {
+  r.useful += useful ? 1 : 0;
   if (++r.looked < kWindow) return;
-  r.bypassed = r.hits < kWindowHitsToStay;
-  r.looked = r.hits = 0;
+  r.bypassed = r.useful < kWindowUsefulToStay;
+  r.looked = r.useful = 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -167,7 +188,8 @@ void KeyOrderCache::RecordLookup(bool hit) const {
 
 KeyOrderCache::Lookup KeyOrderCache::Find(std::string_view key,
                                           KeyOrderPrefix* prefix) {
-  if (!LookUpOnThisThread()) return Lookup::kMiss;
+  LookupRecord& record = ThisThreadsRecord();
+  if (!LookUpOnThisThread(record)) return Lookup::kMiss;
   const Probe p = ProbeOf(key);
   if (!p.cacheable) return Lookup::kMiss;
   std::atomic<uint64_t>& set_tags = tags_[p.set];
@@ -180,17 +202,15 @@ KeyOrderCache::Lookup KeyOrderCache::Find(std::string_view key,
       set_tags.fetch_or(uint64_t{kReferenced} << (16 * way),
                         std::memory_order_relaxed);
     }
-    RecordLookup(true);
+    RecordLookup(record, true);
     return Lookup::kHit;
   }
-  RecordLookup(false);
-  // The doorkeeper: a key missed twice in a row at its place is admitted.
+  // The doorkeeper admits a key missed twice in a row at its place.
   std::atomic<uint32_t>& seen = door_[p.door];
-  if (seen.load(std::memory_order_relaxed) == p.signature) {
-    return Lookup::kAdmit;
-  }
-  seen.store(p.signature, std::memory_order_relaxed);
-  return Lookup::kMiss;
+  const bool admit = seen.load(std::memory_order_relaxed) == p.signature;
+  if (!admit) seen.store(p.signature, std::memory_order_relaxed);
+  RecordLookup(record, admit);
+  return admit ? Lookup::kAdmit : Lookup::kMiss;
 }
 
 void KeyOrderCache::Insert(std::string_view key,

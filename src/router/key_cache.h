@@ -16,11 +16,12 @@
 // KeyOrderPrefix::kCapacity backend indices (16 bits each); per set a 64-bit
 // word of 15-bit tags with a reference bit each, so a lookup reads the slot
 // of a matching tag only. Admission: a missed key is inserted only when it
-// was missed recently (a doorkeeper: one 32-bit key signature per kWays
-// entries), so a key seen once evicts nothing and costs no prefix. Eviction:
-// CLOCK within the set (a slot hit since the set's last sweep is kept).
-// Memory: kBytesPerEntry (64 + 2 + 1) bytes per entry: 1.05 MiB at the
-// default 16,384 entries (KeyCacheConfig, src/router/config.h).
+// was missed recently (a doorkeeper: one 32-bit key signature per two
+// entries, the last key missed at that place), so a key seen once evicts
+// nothing and costs no prefix. Eviction: CLOCK within the set (a slot hit
+// since the set's last sweep is kept). Memory: kBytesPerEntry (64 + 2 + 2)
+// bytes per entry: 1.06 MiB at the default 16,384 entries (KeyCacheConfig,
+// src/router/config.h).
 //
 // Lock-free, for pickers called from many threads: every slot is a seqlock.
 // A writer takes a slot by a compare-and-swap of its version to odd (the
@@ -30,10 +31,10 @@
 // (plain moves on x86-64 and arm64), ordered by the version's fences: there
 // is no data race.
 //
-// Adaptive lookups: a thread whose last kWindow lookups on a cache found
-// fewer than kWindowHitsToStay of their keys looks up only one key in
-// kBypassStride there (the others are picked as without a cache) until a
-// window of its lookups finds that many again; so a stream of distinct keys
+// Adaptive lookups: a thread whose last kWindow lookups on a cache found or
+// admitted fewer than kWindowUsefulToStay of their keys looks up only one key
+// in kBypassStride there (the others are picked as without a cache) until a
+// window of its lookups does that many again; so a stream of distinct keys
 // pays about 1/kBypassStride of a lookup per pick.
 #ifndef POISE_SRC_ROUTER_KEY_CACHE_H_
 #define POISE_SRC_ROUTER_KEY_CACHE_H_
@@ -63,10 +64,10 @@ class KeyOrderCache final {
   static constexpr size_t kMaxKeyBytes = 40;
   // Indices are 16 bits: lists of at most this many backends.
   static constexpr size_t kMaxBackends = 65536;
-  static constexpr size_t kBytesPerEntry = 64 + 2 + 1;
+  static constexpr size_t kBytesPerEntry = 64 + 2 + 2;
   // The adaptive lookups (above).
   static constexpr uint32_t kWindow = 64;
-  static constexpr uint32_t kWindowHitsToStay = 4;
+  static constexpr uint32_t kWindowUsefulToStay = 4;
   static constexpr uint32_t kBypassStride = 16;
 
   // At least kWays entries; rounded up to a multiple of kWays.
@@ -96,10 +97,12 @@ class KeyOrderCache final {
   Probe ProbeOf(std::string_view key) const;
   bool ReadSlot(const Slot& slot, const Probe& probe,
                 KeyOrderPrefix* prefix) const;
-  // Whether this thread looks the key up (the adaptive lookups), and its
-  // record of what it found.
-  bool LookUpOnThisThread() const;
-  void RecordLookup(bool hit) const;
+  // The adaptive lookups: this thread's record, whether it looks the key
+  // up, and what the lookup did (found or admitted the key: useful).
+  struct LookupRecord;
+  static LookupRecord& ThisThreadsRecord();
+  bool LookUpOnThisThread(LookupRecord& record) const;
+  static void RecordLookup(LookupRecord& record, bool useful);
 
   const uint64_t id_;  // names it in its threads' lookup records
   const size_t sets_;
