@@ -38,14 +38,14 @@ struct alignas(64) KeyOrderCache::Slot {
 };
 
 // Where a key would be: its bytes as zero-padded words, its set, its tag in
-// the set's word and its doorkeeper place and signature.
+// the set's word, and its doorkeeper places and signature.
 struct KeyOrderCache::Probe {
   bool cacheable;
   size_t bytes;
   uint64_t words[Slot::kKeyWords];
   size_t set;
   uint16_t tag;  // 1..0x7FFF
-  size_t door;
+  size_t door[2];
   uint32_t signature;  // never 0, which stands for none
 };
 
@@ -125,8 +125,8 @@ KeyOrderCache::Probe KeyOrderCache::ProbeOf(std::string_view key) const {
   p.set = IndexIn(h, sets_);
   const auto tag = static_cast<uint16_t>(h & kTagMask);
   p.tag = tag != 0 ? tag : uint16_t{1};
-  const uint64_t other = (h << 32) | (h >> 32);
-  p.door = IndexIn(other, door_size_);
+  p.door[0] = IndexIn((h << 32) | (h >> 32), door_size_);
+  p.door[1] = IndexIn((h << 16) | (h >> 48), door_size_);
   p.signature = static_cast<uint32_t>(h >> 15) | 1u;
   return p;
 }
@@ -205,10 +205,17 @@ KeyOrderCache::Lookup KeyOrderCache::Find(std::string_view key,
     RecordLookup(record, true);
     return Lookup::kHit;
   }
-  // The doorkeeper admits a key missed twice in a row at its place.
-  std::atomic<uint32_t>& seen = door_[p.door];
-  const bool admit = seen.load(std::memory_order_relaxed) == p.signature;
-  if (!admit) seen.store(p.signature, std::memory_order_relaxed);
+  // The doorkeeper admits a key whose signature one of its two places still
+  // holds from its last miss (two: keys that take turns at one place still
+  // get in).
+  std::atomic<uint32_t>& first = door_[p.door[0]];
+  std::atomic<uint32_t>& second = door_[p.door[1]];
+  const bool admit = first.load(std::memory_order_relaxed) == p.signature ||
+                     second.load(std::memory_order_relaxed) == p.signature;
+  if (!admit) {
+    first.store(p.signature, std::memory_order_relaxed);
+    second.store(p.signature, std::memory_order_relaxed);
+  }
   RecordLookup(record, admit);
   return admit ? Lookup::kAdmit : Lookup::kMiss;
 }

@@ -17,8 +17,8 @@
 // word of 15-bit tags with a reference bit each, so a lookup reads the slot
 // of a matching tag only. Admission: a missed key is inserted only when it
 // was missed recently (a doorkeeper: one 32-bit key signature per two
-// entries, the last key missed at that place), so a key seen once evicts
-// nothing and costs no prefix. Eviction: CLOCK within the set (a slot hit
+// entries; a miss writes the key's at its two places), so a key seen once
+// evicts nothing and costs no prefix. Eviction: CLOCK within the set (a slot hit
 // since the set's last sweep is kept). Memory: kBytesPerEntry (64 + 2 + 2)
 // bytes per entry: 1.06 MiB at the default 16,384 entries (KeyCacheConfig,
 // src/router/config.h).

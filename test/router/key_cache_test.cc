@@ -117,8 +117,8 @@ TEST(KeyOrderCache, AHitIsTheKeysOwnPrefix) {
   }).join();
 }
 
-// A key is admitted on its second miss in a row at its doorkeeper place,
-// not on its first, nor after another key's miss took the place.
+// A key is admitted on its second miss while one of its doorkeeper places
+// holds it, not on its first, nor after other keys' misses took both.
 TEST(KeyOrderCache, AdmitsAKeyMissedTwice) {
   std::thread([] {
     KeyOrderCache cache(KeyOrderCache::kWays);  // one set, two door places
@@ -128,8 +128,8 @@ TEST(KeyOrderCache, AdmitsAKeyMissedTwice) {
     KeyOrderPrefix found;
     EXPECT_EQ(cache.Find("carol", &found), KeyOrderCache::Lookup::kMiss);
     EXPECT_EQ(cache.Find("carol", &found), KeyOrderCache::Lookup::kAdmit);
-    // Forty other keys missed at two places: erin's is taken (but with
-    // probability 2^-40).
+    // Forty other keys missed at the two places: erin's are taken (but with
+    // probability about 2^-39).
     EXPECT_EQ(cache.Find("erin", &found), KeyOrderCache::Lookup::kMiss);
     for (uint32_t k = 100; k < 140; ++k) {
       ASSERT_EQ(cache.Find(KeyNumbered(k), &found),
