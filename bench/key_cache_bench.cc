@@ -187,8 +187,10 @@ void BM_ZipfPaired(benchmark::State& state) {
   static const KeyPool pool(100000, 1);
   static const std::vector<uint32_t> draws =
       ZipfDraws(pool.size(), 1.1, size_t{1} << 22, 2);
-  const Channel cached(n, bounded, two, true,
-                       static_cast<uint32_t>(state.range(3)));
+  const uint32_t entries = state.range(3) != 0
+                              ? static_cast<uint32_t>(state.range(3))
+                              : KeyCacheConfig::kDefaultEntries;
+  const Channel cached(n, bounded, two, true, entries);
   const Channel today(n, bounded, two, false);
   const auto key_at = [&](size_t k) { return pool[draws[k % draws.size()]]; };
   for (size_t k = 0; k < (size_t{1} << 19); ++k) cached.Pick(key_at(k));
@@ -234,7 +236,8 @@ void BM_DistinctPaired(benchmark::State& state) {
   const auto n = static_cast<size_t>(state.range(0));
   const bool bounded = state.range(1) != 0;
   static const KeyPool pool(size_t{1} << 20, 4);
-  const Channel on(n, bounded, false, true);
+  // An explicit size: the cache serves every list size measured.
+  const Channel on(n, bounded, false, true, KeyCacheConfig::kDefaultEntries);
   const Channel off(n, bounded, false, false);
   uint64_t hits = 0;
   Paired(
@@ -247,13 +250,13 @@ void BM_DistinctPaired(benchmark::State& state) {
 }
 
 BENCHMARK(BM_ZipfPaired)
-    ->ArgsProduct({{100, 1000}, {0, 1}, {1, 2}, {0}})
+    ->ArgsProduct({{100, 256, 1000}, {0, 1}, {1, 2}, {0}})
     ->Args({1000, 0, 1, 32768})
     ->Args({1000, 0, 1, 65536})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_HitVsRing)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DistinctPaired)
-    ->ArgsProduct({{64, 100, 1000}, {0, 1}})
+    ->ArgsProduct({{64, 100, 256, 1000}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -68,7 +68,7 @@ class KeyOrderCache final {
   // The adaptive lookups (above).
   static constexpr uint32_t kWindow = 64;
   static constexpr uint32_t kWindowUsefulToStay = 4;
-  static constexpr uint32_t kBypassStride = 16;
+  static constexpr uint32_t kBypassStride = 64;
 
   // At least kWays entries; rounded up to a multiple of kWays.
   explicit KeyOrderCache(size_t entries);

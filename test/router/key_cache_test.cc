@@ -178,24 +178,26 @@ TEST(KeyOrderCache, AThreadOfDistinctKeysLooksUpFewOfThem) {
       ASSERT_EQ(cache.Find(KeyNumbered(1000 + k), &found),
                 KeyOrderCache::Lookup::kMiss);
     }
-    // Bypassed: a key asked for 64 times in a row is looked up 4 times (the
-    // first misses, the others are admitted).
+    // Bypassed: a key asked for 4 x kBypassStride times in a row is looked up
+    // 4 times (the first misses, the others are admitted).
+    constexpr uint32_t kStride = KeyOrderCache::kBypassStride;
     size_t admitted = 0;
-    for (int i = 0; i < 64; ++i) {
+    for (uint32_t i = 0; i < 4 * kStride; ++i) {
       admitted +=
           cache.Find("hot", &found) == KeyOrderCache::Lookup::kAdmit ? 1 : 0;
     }
-    EXPECT_EQ(admitted, 64 / KeyOrderCache::kBypassStride - 1);
+    EXPECT_EQ(admitted, 3u);
     cache.Insert("hot", PrefixOf(7));
     // Its hits end the bypass when the window of (sampled) lookups is over,
-    // 60 lookups later, one in kBypassStride picks: until then few of its
+    // kWindow - 4 lookups later, one in kStride picks: until then few of its
     // picks find it, every one after.
+    const uint32_t bypassed = (KeyOrderCache::kWindow - 4) * kStride;
     size_t hits = 0;
-    for (uint32_t i = 0; i < 900; ++i) {
+    for (uint32_t i = 0; i + kStride < bypassed; ++i) {
       hits += cache.Find("hot", &found) == KeyOrderCache::Lookup::kHit ? 1 : 0;
     }
-    EXPECT_LE(hits, 900 / KeyOrderCache::kBypassStride);
-    for (int i = 0; i < 100; ++i) {
+    EXPECT_LE(hits, KeyOrderCache::kWindow);
+    for (uint32_t i = 0; i < 2 * kStride; ++i) {
       cache.Find("hot", &found);  // the window ends among these
     }
     for (int i = 0; i < 100; ++i) {
