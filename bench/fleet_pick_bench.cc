@@ -44,7 +44,7 @@ struct Channel {
     // of a backend below its bound; a gated one costs a step further along
     // the key's order).
     for (const ListedBackend& b : set_.backends()) {
-      b.cell->report.Store(10, 1, FleetNowNs());
+      b.cell->fleet().report.Store(10, 1, FleetNowNs());
     }
   }
   std::shared_ptr<const Config> config_;

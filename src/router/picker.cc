@@ -327,7 +327,8 @@ PickOutcome Picker::PickBounded(std::string_view key,
 uint64_t Picker::FleetLoadOf(size_t i, int64_t now_ns,
                              std::optional<FreshReport>* report) const {
   const std::optional<FreshReport> fresh =
-      list_->backends[i].cell->report.Fresh(now_ns, max_report_age_ns_);
+      list_->backends[i].cell->fleet().report.Fresh(now_ns,
+                                                   max_report_age_ns_);
   if (report != nullptr) *report = fresh;
   return FleetEstimate(fresh, counters_[i]->Load());
 }
@@ -346,7 +347,8 @@ uint64_t Picker::OthersSum(int64_t now_ns, bool* without_report) const {
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (!candidates[i].eligible) continue;
     const std::optional<FreshReport> report =
-        list_->backends[i].cell->report.Fresh(now_ns, max_report_age_ns_);
+        list_->backends[i].cell->fleet().report.Fresh(now_ns,
+                                                   max_report_age_ns_);
     without |= !report.has_value();
     // Each report is below 2^40: the sum stays far below 2^64 for any list
     // a channel can hold.
@@ -377,7 +379,7 @@ PickOutcome Picker::PickFleetBounded(std::string_view key,
   // take its room (fleet_load.h). Each visit is an ask.
   const auto herding = [&](size_t i) -> uint64_t {
     const double asks =
-        list_->backends[i].cell->asks.Ask(now_ns, max_report_age_ns_);
+        list_->backends[i].cell->fleet().asks.Ask(now_ns, max_report_age_ns_);
     std::optional<FreshReport> report;
     const uint64_t load = FleetLoadOf(i, now_ns, &report);
     if (!report.has_value() || ready_weight_ == 0) return load;

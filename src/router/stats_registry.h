@@ -50,6 +50,9 @@ class PolicyStats final {
   }
 
   grpc_lb::ChannelStats Snapshot() const;
+  // The channel's stats label, else its target (also the name its load
+  // scope goes by).
+  const std::string& label() const { return label_; }
 
  private:
   const std::string label_;

@@ -535,7 +535,7 @@ TEST_F(CachedPickerTest, ServerLoadEqualsTheUncachedPick) {
       if (k % 50 == 0) {
         for (size_t i = 0; i < n; ++i) {
           BackendCell& cell = *set_.backends()[i].cell;
-          if (reports[i]) cell.report.Store(1000, cell.in_flight->Load(), now_ns);
+          if (reports[i]) cell.fleet().report.Store(1000, cell.in_flight->Load(), now_ns);
         }
       }
       now_ns += 1000;
