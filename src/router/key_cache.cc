@@ -1,8 +1,12 @@
 #include "src/router/key_cache.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <new>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -19,14 +23,16 @@ namespace poise::router {
 // One entry. header: the version (bits 0-31, odd while a writer has the
 // slot), the key's length in bytes (32-39) and the prefix's size (40-47; 0:
 // empty).
+// Trivial to construct: the slots live in zero-filled pages (below), every
+// word 0 until written.
 struct alignas(64) KeyOrderCache::Slot {
   static constexpr size_t kKeyWords = kMaxKeyBytes / 8;
   static constexpr size_t kPrefixWords =
       KeyOrderPrefix::kCapacity * sizeof(uint16_t) / 8;
 
-  std::atomic<uint64_t> header{0};
-  std::atomic<uint64_t> prefix[kPrefixWords] = {};
-  std::atomic<uint64_t> key[kKeyWords] = {};
+  std::atomic<uint64_t> header;
+  std::atomic<uint64_t> prefix[kPrefixWords];
+  std::atomic<uint64_t> key[kKeyWords];
 
   static uint64_t Header(uint64_t version, size_t key_bytes,
                          size_t prefix_size) {
@@ -98,19 +104,36 @@ namespace {
 std::atomic<uint64_t> next_cache_id{1};
 }  // namespace
 
+// The slots in pages of zeros from the kernel, mapped on first use: a
+// cache costs the memory of the entries it has written (as a rule every
+// page, once the cache is warm), not its size.
+KeyOrderCache::Slot* KeyOrderCache::MapSlots(size_t count) {
+  static_assert(sizeof(Slot) == 64, "one cache line per entry");
+  static_assert(std::is_trivially_default_constructible_v<Slot> &&
+                    std::is_trivially_destructible_v<Slot>,
+                "slots are the zero pages' bytes");
+  void* pages = mmap(nullptr, count * sizeof(Slot), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (pages == MAP_FAILED) throw std::bad_alloc();
+  return new (pages) Slot[count];  // no initialisation: they are zeros
+}
+
+void KeyOrderCache::UnmapSlots::operator()(Slot* slots) const {
+  munmap(slots, count * sizeof(Slot));
+}
+
 KeyOrderCache::KeyOrderCache(size_t entries)
     : id_(next_cache_id.fetch_add(1, std::memory_order_relaxed)),
       sets_(std::max<size_t>(1, (entries + kWays - 1) / kWays)),
       door_size_(sets_ * kWays / 2),
-      slots_(new Slot[sets_ * kWays]()),
+      slots_(MapSlots(sets_ * kWays), UnmapSlots{sets_ * kWays}),
       tags_(new std::atomic<uint64_t>[sets_]()),
-      door_(new std::atomic<uint32_t>[door_size_]()) {
-  static_assert(sizeof(Slot) == 64, "one cache line per entry");
-}
+      door_(new std::atomic<uint32_t>[door_size_]()) {}
 
 KeyOrderCache::~KeyOrderCache() = default;
 
 size_t KeyOrderCache::memory_bytes() const {
+  // Every page counted, written or not.
   return sizeof(*this) + sets_ * kWays * sizeof(Slot) +
          sets_ * sizeof(uint64_t) + door_size_ * sizeof(uint32_t);
 }

@@ -21,7 +21,8 @@
 // evicts nothing and costs no prefix. Eviction: CLOCK within the set (a slot hit
 // since the set's last sweep is kept). Memory: kBytesPerEntry (64 + 2 + 2)
 // bytes per entry: 1.06 MiB at the default 16,384 entries (KeyCacheConfig,
-// src/router/config.h).
+// src/router/config.h); the slots' pages are the kernel's zero pages until
+// an entry is written into them, so an idle cache holds 6 % of that.
 //
 // Lock-free, for pickers called from many threads: every slot is a seqlock.
 // A writer takes a slot by a compare-and-swap of its version to odd (the
@@ -107,7 +108,12 @@ class KeyOrderCache final {
   const uint64_t id_;  // names it in its threads' lookup records
   const size_t sets_;
   const size_t door_size_;
-  const std::unique_ptr<Slot[]> slots_;  // sets_ * kWays
+  static Slot* MapSlots(size_t count);
+  struct UnmapSlots {
+    size_t count;
+    void operator()(Slot* slots) const;
+  };
+  const std::unique_ptr<Slot[], UnmapSlots> slots_;  // sets_ * kWays
   // By set: kWays x (a 15-bit tag, 0 when empty; the reference bit).
   const std::unique_ptr<std::atomic<uint64_t>[]> tags_;
   const std::unique_ptr<std::atomic<uint32_t>[]> door_;  // key signatures
