@@ -13,8 +13,8 @@
 //     run): the picker with the cache against without.
 //
 // weights: 1 (every backend the same weight) or 2 (every third backend
-// twice the others); entries: the cache's size, 0 for the default. gRPC-free; bench/run.sh runs it and prints each figure
-// beside its goal.
+// twice the others); entries: the cache's size, 0 for the default. gRPC-free;
+// bench/run.sh runs it and prints each figure beside its goal.
 #include <benchmark/benchmark.h>
 #include <time.h>
 
@@ -87,12 +87,11 @@ std::vector<uint32_t> ZipfDraws(size_t distinct, double s, size_t draws,
   std::uniform_real_distribution<double> uniform(0.0, sum);
   std::vector<uint32_t> out(draws);
   for (uint32_t& d : out) {
-    d = static_cast<uint32_t>(
-        std::min<size_t>(distinct - 1, static_cast<size_t>(
-                                           std::lower_bound(cdf.begin(),
-                                                            cdf.end(),
-                                                            uniform(rng)) -
-                                           cdf.begin())));
+    d = static_cast<uint32_t>(std::min<size_t>(
+        distinct - 1,
+        static_cast<size_t>(
+            std::lower_bound(cdf.begin(), cdf.end(), uniform(rng)) -
+            cdf.begin())));
   }
   return out;
 }
@@ -188,8 +187,8 @@ void BM_ZipfPaired(benchmark::State& state) {
   static const std::vector<uint32_t> draws =
       ZipfDraws(pool.size(), 1.1, size_t{1} << 22, 2);
   const uint32_t entries = state.range(3) != 0
-                              ? static_cast<uint32_t>(state.range(3))
-                              : KeyCacheConfig::kDefaultEntries;
+                               ? static_cast<uint32_t>(state.range(3))
+                               : KeyCacheConfig::kDefaultEntries;
   const Channel cached(n, bounded, two, true, entries);
   const Channel today(n, bounded, two, false);
   const auto key_at = [&](size_t k) { return pool[draws[k % draws.size()]]; };

@@ -6,11 +6,10 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <random>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
-
-#include <random>
 
 #include "absl/hash/hash.h"
 #include "poise/types.h"
@@ -243,8 +242,7 @@ KeyOrderCache::Lookup KeyOrderCache::Find(std::string_view key,
   return admit ? Lookup::kAdmit : Lookup::kMiss;
 }
 
-void KeyOrderCache::Insert(std::string_view key,
-                           const KeyOrderPrefix& prefix) {
+void KeyOrderCache::Insert(std::string_view key, const KeyOrderPrefix& prefix) {
   const Probe p = ProbeOf(key);
   if (!p.cacheable || prefix.size == 0 ||
       prefix.size > KeyOrderPrefix::kCapacity) {
@@ -270,9 +268,8 @@ void KeyOrderCache::Insert(std::string_view key,
 
   Slot& slot = slots_[p.set * kWays + way];
   uint64_t header = slot.header.load(std::memory_order_relaxed);
-  if ((header & 1) != 0 ||
-      !slot.header.compare_exchange_strong(header, header + 1,
-                                           std::memory_order_relaxed)) {
+  if ((header & 1) != 0 || !slot.header.compare_exchange_strong(
+                               header, header + 1, std::memory_order_relaxed)) {
     return;  // another writer has the slot
   }
   // The odd version is visible before any word of the new entry.

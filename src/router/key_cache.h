@@ -18,8 +18,8 @@
 // of a matching tag only. Admission: a missed key is inserted only when it
 // was missed recently (a doorkeeper: one 32-bit key signature per two
 // entries; a miss writes the key's at its two places), so a key seen once
-// evicts nothing and costs no prefix. Eviction: CLOCK within the set (a slot hit
-// since the set's last sweep is kept). Memory: kBytesPerEntry (64 + 2 + 2)
+// evicts nothing and costs no prefix. Eviction: CLOCK within the set (a slot
+// hit since the set's last sweep is kept). Memory: kBytesPerEntry (64 + 2 + 2)
 // bytes per entry: 1.06 MiB at the default 16,384 entries (KeyCacheConfig,
 // src/router/config.h); the slots' pages are the kernel's zero pages until
 // an entry is written into them, so an idle cache holds 6 % of that.

@@ -327,8 +327,7 @@ PickOutcome Picker::PickBounded(std::string_view key,
 uint64_t Picker::FleetLoadOf(size_t i, int64_t now_ns,
                              std::optional<FreshReport>* report) const {
   const std::optional<FreshReport> fresh =
-      list_->backends[i].cell->fleet().report.Fresh(now_ns,
-                                                   max_report_age_ns_);
+      list_->backends[i].cell->fleet().report.Fresh(now_ns, max_report_age_ns_);
   if (report != nullptr) *report = fresh;
   return FleetEstimate(fresh, counters_[i]->Load());
 }
@@ -348,7 +347,7 @@ uint64_t Picker::OthersSum(int64_t now_ns, bool* without_report) const {
     if (!candidates[i].eligible) continue;
     const std::optional<FreshReport> report =
         list_->backends[i].cell->fleet().report.Fresh(now_ns,
-                                                   max_report_age_ns_);
+                                                      max_report_age_ns_);
     without |= !report.has_value();
     // Each report is below 2^40: the sum stays far below 2^64 for any list
     // a channel can hold.
@@ -410,19 +409,18 @@ PickOutcome Picker::PickFleetBounded(std::string_view key,
   }
   const bool from_cache = along.has_value();
   Result<PreparedCandidates::Routed> routed =
-      from_cache
-          ? Result<PreparedCandidates::Routed>(*along)
-          : ready_.RouteWithTotal(
-                bounded_policy_, key, total,
-                [&](size_t i) {
-                  for (size_t r = 0; r < read; ++r) {
-                    if (along_prefix[r].first == i) {
-                      return along_prefix[r].second;
-                    }
-                  }
-                  return herding(i);
-                },
-                Scratch());
+      from_cache ? Result<PreparedCandidates::Routed>(*along)
+                 : ready_.RouteWithTotal(
+                       bounded_policy_, key, total,
+                       [&](size_t i) {
+                         for (size_t r = 0; r < read; ++r) {
+                           if (along_prefix[r].first == i) {
+                             return along_prefix[r].second;
+                           }
+                         }
+                         return herding(i);
+                       },
+                       Scratch());
   // The rule left no backend with room: the bound alone decides (over the
   // loads' own sum should L's sum be behind them: RouteWithTotal).
   if (routed.ok() && routed.value().stale_total) {
@@ -567,8 +565,8 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
       const std::optional<size_t> nth =
           along ? NthAlong(prefix, candidates, eligible, n) : std::nullopt;
       chosen = nth.has_value() ? Result<size_t>(*nth)
-                               : WeightedRendezvous::PickNth(
-                                     key, candidates, ready_.table(), n);
+                               : WeightedRendezvous::PickNth(key, candidates,
+                                                             ready_.table(), n);
     }
     if (!chosen.ok()) {
       if (left_out && chosen.error() == PickError::kNoEligibleCandidates) {

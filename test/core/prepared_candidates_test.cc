@@ -232,18 +232,18 @@ TEST_P(PreparedByKernel, OrderPrefixIsTheContractsOrder) {
       const uint32_t weight = shape < 5   ? 3
                               : shape < 7 ? (rng() % 3 == 0 ? 7 : 3)
                                           : static_cast<uint32_t>(1 + i % 3);
-      backends.push_back(
-          {duplicate ? backends[rng() % i].identity
-                     : "10.1." + std::to_string(i / 250) + "." +
-                           std::to_string(i % 250) + ":443",
-           weight, 0, rng() % 7 != 0});
+      backends.push_back({duplicate ? backends[rng() % i].identity
+                                    : "10.1." + std::to_string(i / 250) + "." +
+                                          std::to_string(i % 250) + ":443",
+                          weight, 0, rng() % 7 != 0});
     }
     const std::vector<Candidate> candidates = test_util::View(backends);
     const PreparedCandidates prepared(candidates, TableOf(candidates));
     DecisionScratch scratch;
     for (int k = 0; k < 40; ++k) {
       const std::string key = "user-" + std::to_string(rng() % 1000000);
-      const std::vector<contract::Ranked> order = contract::Order(key, backends);
+      const std::vector<contract::Ranked> order =
+          contract::Order(key, backends);
       const size_t count = k % 5 == 0 ? 1 + rng() % 40 : 8;
       std::vector<uint32_t> prefix(count);
       const size_t written =

@@ -205,14 +205,10 @@ const RuleCase kRuleCases[] = {
      {"serverLoad",
       "belongs to bounded_load_rendezvous (only it bounds loads)"}},
     {"KeyCacheTooSmall",
-     [](Config& c) {
-       c.key_cache.entries = KeyCacheConfig::kMinEntries - 1;
-     },
+     [](Config& c) { c.key_cache.entries = KeyCacheConfig::kMinEntries - 1; },
      {"keyCache", kKeyCacheRule}},
     {"KeyCacheTooLarge",
-     [](Config& c) {
-       c.key_cache.entries = KeyCacheConfig::kMaxEntries + 1;
-     },
+     [](Config& c) { c.key_cache.entries = KeyCacheConfig::kMaxEntries + 1; },
      {"keyCache", kKeyCacheRule}},
 };
 

@@ -155,8 +155,7 @@ TEST(KeyOrderCache, EvictsAnEntryNotHitSinceTheLastSweep) {
     }
     Store(cache, KeyNumbered(9), PrefixOf(9));  // replaces 2
     for (uint32_t k : {0u, 1u, 3u, 9u}) {
-      EXPECT_EQ(cache.Find(KeyNumbered(k), &found),
-                KeyOrderCache::Lookup::kHit)
+      EXPECT_EQ(cache.Find(KeyNumbered(k), &found), KeyOrderCache::Lookup::kHit)
           << k;
     }
     EXPECT_NE(cache.Find(KeyNumbered(2), &found), KeyOrderCache::Lookup::kHit);
@@ -294,8 +293,8 @@ class CachedPickerTest : public ::testing::Test {
     states_ = states;
     cached_ = std::make_unique<Picker>(cached_config_, set_.list(), states_,
                                        stats_, effective);
-    uncached_ = std::make_unique<Picker>(uncached_config_, set_.list(),
-                                         states_, stats_, effective);
+    uncached_ = std::make_unique<Picker>(uncached_config_, set_.list(), states_,
+                                         stats_, effective);
   }
 
   // The contract's backends: READY ones eligible (every one: `all`), with
@@ -446,8 +445,8 @@ TEST_F(CachedPickerTest, EqualsTheUncachedPickAndTheContract) {
         ++picks;
         // Calls end now and then: owners fill up and drain.
         if (held.size() > 2 * n + 4 || rng() % 9 == 0) {
-          held.erase(held.begin(),
-                     held.begin() + static_cast<std::ptrdiff_t>(held.size() / 2));
+          held.erase(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(
+                                                      held.size() / 2));
         }
         if (HasFailure()) return;
       }
@@ -482,8 +481,8 @@ TEST_F(CachedPickerTest, APrefixWithoutTheAnswerFallsBackToTheWholeOrder) {
       // ceil(41 / 12) = 4.
       for (size_t j = 0; j < KeyOrderPrefix::kCapacity; ++j) {
         for (int c = 0; c < 5; ++c) {
-          ASSERT_TRUE(set_.backends()[order[j].index].cell->in_flight
-                          ->TryAcquire());
+          ASSERT_TRUE(
+              set_.backends()[order[j].index].cell->in_flight->TryAcquire());
         }
       }
     } else {
@@ -535,7 +534,8 @@ TEST_F(CachedPickerTest, ServerLoadEqualsTheUncachedPick) {
       if (k % 50 == 0) {
         for (size_t i = 0; i < n; ++i) {
           BackendCell& cell = *set_.backends()[i].cell;
-          if (reports[i]) cell.fleet().report.Store(1000, cell.in_flight->Load(), now_ns);
+          if (reports[i])
+            cell.fleet().report.Store(1000, cell.in_flight->Load(), now_ns);
         }
       }
       now_ns += 1000;
@@ -559,15 +559,14 @@ TEST_F(CachedPickerTest, WhichPickersUseACache) {
                  effective);
     size_t hits = 0;
     for (int k = 0; k < 30; ++k) {
-      const PickOutcome o = cached_->Pick(PickRequest{"key-" +
-                                                      std::to_string(k % 3)});
+      const PickOutcome o =
+          cached_->Pick(PickRequest{"key-" + std::to_string(k % 3)});
       hits += Completed(o) != nullptr && Completed(o)->from_cache ? 1 : 0;
     }
     return hits;
   };
   SetConfig(ValidConfig(), std::nullopt);
-  SetList(std::vector<uint32_t>(KeyCacheConfig::kDefaultMinBackends - 1, 1),
-          0);
+  SetList(std::vector<uint32_t>(KeyCacheConfig::kDefaultMinBackends - 1, 1), 0);
   EXPECT_EQ(from_cache_of({}), 0u);
   SetList(std::vector<uint32_t>(KeyCacheConfig::kDefaultMinBackends, 1), 0);
   EXPECT_GT(from_cache_of({}), 20u);
