@@ -42,15 +42,15 @@ struct alignas(64) KeyOrderCache::Slot {
   static size_t PrefixSize(uint64_t header) { return (header >> 40) & 0xFF; }
 };
 
-// Where a key would be: its bytes as zero-padded words, its set, its tag in
-// the set's word, and its doorkeeper places and signature.
+// Where a key would be: its bytes as zero-padded words, its hash, its set,
+// its tag in the set's word and its doorkeeper signature.
 struct KeyOrderCache::Probe {
   bool cacheable;
   size_t bytes;
   uint64_t words[Slot::kKeyWords];
   size_t set;
   uint16_t tag;  // 1..0x7FFF
-  size_t door[2];
+  uint64_t hash;
   uint32_t signature;  // never 0, which stands for none
 };
 
@@ -147,8 +147,7 @@ KeyOrderCache::Probe KeyOrderCache::ProbeOf(std::string_view key) const {
   p.set = IndexIn(h, sets_);
   const auto tag = static_cast<uint16_t>(h & kTagMask);
   p.tag = tag != 0 ? tag : uint16_t{1};
-  p.door[0] = IndexIn((h << 32) | (h >> 32), door_size_);
-  p.door[1] = IndexIn((h << 16) | (h >> 48), door_size_);
+  p.hash = h;
   p.signature = static_cast<uint32_t>(h >> 15) | 1u;
   return p;
 }
@@ -159,16 +158,17 @@ bool KeyOrderCache::ReadSlot(const Slot& slot, const Probe& probe,
   if ((header & 1) != 0 || Slot::KeyBytes(header) != probe.bytes) return false;
   const size_t size = Slot::PrefixSize(header);
   if (size == 0 || size > KeyOrderPrefix::kCapacity) return false;
+  // Acquire loads (plain moves on x86-64): a word written after the
+  // writer took the slot makes the version check below see it taken.
   uint64_t words[Slot::kKeyWords];
   uint64_t order[Slot::kPrefixWords];
   for (size_t w = 0; w < Slot::kKeyWords; ++w) {
-    words[w] = slot.key[w].load(std::memory_order_relaxed);
+    words[w] = slot.key[w].load(std::memory_order_acquire);
   }
   for (size_t w = 0; w < Slot::kPrefixWords; ++w) {
-    order[w] = slot.prefix[w].load(std::memory_order_relaxed);
+    order[w] = slot.prefix[w].load(std::memory_order_acquire);
   }
   // The copy is the slot's only if no writer took it meanwhile.
-  std::atomic_thread_fence(std::memory_order_acquire);
   if (slot.header.load(std::memory_order_relaxed) != header) return false;
   if (std::memcmp(words, probe.words, sizeof(words)) != 0) return false;
   std::memcpy(prefix->index, order, sizeof(order));
@@ -230,8 +230,10 @@ KeyOrderCache::Lookup KeyOrderCache::Find(std::string_view key,
   // The doorkeeper admits a key whose signature one of its two places still
   // holds from its last miss (two: keys that take turns at one place still
   // get in).
-  std::atomic<uint32_t>& first = door_[p.door[0]];
-  std::atomic<uint32_t>& second = door_[p.door[1]];
+  std::atomic<uint32_t>& first =
+      door_[IndexIn((p.hash << 32) | (p.hash >> 32), door_size_)];
+  std::atomic<uint32_t>& second =
+      door_[IndexIn((p.hash << 16) | (p.hash >> 48), door_size_)];
   const bool admit = first.load(std::memory_order_relaxed) == p.signature ||
                      second.load(std::memory_order_relaxed) == p.signature;
   if (!admit) {
@@ -272,15 +274,15 @@ void KeyOrderCache::Insert(std::string_view key, const KeyOrderPrefix& prefix) {
                                header, header + 1, std::memory_order_relaxed)) {
     return;  // another writer has the slot
   }
-  // The odd version is visible before any word of the new entry.
-  std::atomic_thread_fence(std::memory_order_release);
+  // Release stores: the odd version is visible before any word of the new
+  // entry.
   for (size_t w = 0; w < Slot::kKeyWords; ++w) {
-    slot.key[w].store(p.words[w], std::memory_order_relaxed);
+    slot.key[w].store(p.words[w], std::memory_order_release);
   }
   uint64_t order[Slot::kPrefixWords] = {};
   std::memcpy(order, prefix.index, prefix.size * sizeof(uint16_t));
   for (size_t w = 0; w < Slot::kPrefixWords; ++w) {
-    slot.prefix[w].store(order[w], std::memory_order_relaxed);
+    slot.prefix[w].store(order[w], std::memory_order_release);
   }
   slot.header.store(Slot::Header(header + 2, p.bytes, prefix.size),
                     std::memory_order_release);

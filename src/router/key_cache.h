@@ -28,9 +28,9 @@
 // A writer takes a slot by a compare-and-swap of its version to odd (the
 // loser of a race skips its insert), writes it and publishes the next even
 // version; a reader copies the slot and keeps the copy only if the version
-// was even and unchanged. Every field is an atomic read and written relaxed
-// (plain moves on x86-64 and arm64), ordered by the version's fences: there
-// is no data race.
+// was even and unchanged. Every field is an atomic, its words written with
+// release and read with acquire (plain moves on x86-64), so no fence is
+// needed and there is no data race.
 //
 // Adaptive lookups: a thread whose last kWindow lookups on a cache found or
 // admitted fewer than kWindowUsefulToStay of their keys looks up only one key

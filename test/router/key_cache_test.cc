@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "poise/rendezvous.h"
 #include "src/core/contract.h"
 #include "src/router/picker.h"
 #include "test/router/router_test_util.h"
@@ -549,6 +550,53 @@ TEST_F(CachedPickerTest, ServerLoadEqualsTheUncachedPick) {
   }
   SetFleetClockForTesting(nullptr);
   EXPECT_GT(from_cache, 1000u);
+}
+
+// Two channels to the same backends share one cache (the same identity
+// table and weights) and pick on four threads at once (run under TSan): every
+// pick is the key's owner.
+TEST(CachedPickers, ChannelsSharingACachePickAtOnce) {
+  Config config = ValidConfig();
+  config.key_cache.entries = 64;  // small: inserts race with lookups
+  ASSERT_TRUE(NormalizeAndValidate(config).empty());
+  const auto shared_config = std::make_shared<const Config>(config);
+  const size_t n = 50;
+  std::vector<ResolverEntry> entries;
+  for (size_t i = 0; i < n; ++i) entries.push_back(Entry(AddressOf(i)));
+  BackendSet first, second;
+  first.Update(entries, *shared_config);
+  second.Update(entries, *shared_config);
+  ASSERT_EQ(first.table(), second.table());
+  const auto stats = std::make_shared<PolicyStats>("test", "policy");
+  const std::vector<BackendState> states =
+      test::States(n, RoutingState::kReady);
+  const Picker a(shared_config, first.list(), states, stats);
+  const Picker b(shared_config, second.list(), states, stats);
+  std::vector<std::string> keys;
+  std::vector<size_t> owners;
+  const std::vector<Candidate> candidates = test::CandidatesOf(first.backends());
+  for (int k = 0; k < 200; ++k) {
+    keys.push_back("user-" + std::to_string(k));
+    owners.push_back(WeightedRendezvous::Pick(keys.back(), candidates).value());
+  }
+  std::atomic<size_t> wrong{0}, from_cache{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<uint64_t>(t));
+      const Picker& picker = t % 2 == 0 ? a : b;
+      for (int step = 0; step < 20000; ++step) {
+        const size_t k = rng() % 20 == 0 ? rng() % keys.size() : rng() % 10;
+        const PickOutcome o = picker.Pick(PickRequest{keys[k]});
+        const auto* c = Completed(o);
+        if (c == nullptr || c->backend != owners[k]) wrong.fetch_add(1);
+        if (c != nullptr && c->from_cache) from_cache.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(from_cache.load(), 40000u);
 }
 
 // The default cache serves long lists only, not while weights ramp, not
