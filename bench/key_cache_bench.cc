@@ -23,12 +23,14 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ring.h"
+#include "router_channel.h"
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
 #include "src/router/picker.h"
@@ -78,13 +80,12 @@ class KeyPool {
 std::vector<uint32_t> ZipfDraws(size_t distinct, double s, size_t draws,
                                 uint64_t seed) {
   std::vector<double> cdf(distinct);
-  double sum = 0;
   for (size_t k = 0; k < distinct; ++k) {
-    sum += 1.0 / std::pow(static_cast<double>(k + 1), s);
-    cdf[k] = sum;
+    cdf[k] = std::pow(static_cast<double>(k + 1), -s);
   }
+  std::partial_sum(cdf.begin(), cdf.end(), cdf.begin());
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> uniform(0.0, sum);
+  std::uniform_real_distribution<double> uniform(0.0, cdf.back());
   std::vector<uint32_t> out(draws);
   for (uint32_t& d : out) {
     d = static_cast<uint32_t>(std::min<size_t>(
@@ -96,53 +97,41 @@ std::vector<uint32_t> ZipfDraws(size_t distinct, double s, size_t draws,
   return out;
 }
 
-// One channel's picker over n READY backends.
+// One channel's picker over n READY backends, with or without the cache.
 class Channel {
  public:
   // cache_entries: the cache's size; 0 for the default.
   Channel(size_t n, bool bounded, bool two_weights, bool key_cache,
-          uint32_t cache_entries = 0) {
-    Config config;
-    config.bounded = bounded;
-    config.hash_header = "x-key";
-    config.key_cache.enabled = key_cache;
-    if (cache_entries != 0) config.key_cache.entries = cache_entries;
-    NormalizeAndValidate(config);
-    config_ = std::make_shared<const Config>(std::move(config));
-    std::vector<ResolverEntry> entries;
-    entries.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t weight = two_weights && i % 3 == 0 ? 2 : 1;
-      entries.push_back({"10.0." + std::to_string(i / 250) + "." +
-                             std::to_string(i % 250 + 1) + ":80",
-                         weight, std::nullopt});
-    }
-    set_.Update(entries, *config_);
-    std::vector<BackendState> states(n);
-    for (BackendState& s : states) s.routing = RoutingState::kReady;
-    picker_ = std::make_unique<Picker>(
-        config_, set_.list(), states,
-        std::make_shared<PolicyStats>("bench", "policy"));
-  }
+          uint32_t cache_entries = 0)
+      : channel_(ConfigOf(bounded, key_cache, cache_entries), n,
+                 [two_weights](size_t i) {
+                   return two_weights && i % 3 == 0 ? 2 : 1;
+                 }) {}
   // Picks `key` (the call ends at once); whether the cache answered.
   bool Pick(std::string_view key) const {
-    const PickOutcome outcome = picker_->Pick(PickRequest{key, 0});
+    const PickOutcome outcome = channel_.picker().Pick(PickRequest{key, 0});
     const auto* c = std::get_if<PickOutcome::Complete>(&outcome.result);
     benchmark::DoNotOptimize(c);
     return c != nullptr && c->from_cache;
   }
   std::vector<Candidate> Candidates() const {
     std::vector<Candidate> out;
-    for (const ListedBackend& b : set_.backends()) {
+    for (const ListedBackend& b : channel_.backends()) {
       out.push_back({b.identity, b.weight, true});
     }
     return out;
   }
 
  private:
-  std::shared_ptr<const Config> config_;
-  BackendSet set_;
-  std::unique_ptr<Picker> picker_;
+  static Config ConfigOf(bool bounded, bool key_cache, uint32_t entries) {
+    Config config;
+    config.bounded = bounded;
+    config.key_cache.enabled = key_cache;
+    if (entries != 0) config.key_cache.entries = entries;
+    return config;
+  }
+
+  bench::RouterChannel channel_;
 };
 
 // Runs `first` and `second` on each block of keys, alternating which goes

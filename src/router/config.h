@@ -135,6 +135,7 @@ struct Config {
   bool bounded = false;  // bounded_load_rendezvous (from the policy's name)
   std::string hash_header;
   uint32_t balance_factor_percent = kDefaultBalanceFactorPercent;
+  KeyCacheConfig key_cache;
   std::vector<EndpointConfig> endpoints;
   uint32_t default_weight = 1;
   MissingKey missing_key = MissingKey::kRandom;
@@ -143,7 +144,6 @@ struct Config {
   std::optional<SlowStartConfig> slow_start;  // nullopt: off
   LoadScopeKind load_scope = LoadScopeKind::kChannel;
   std::optional<ServerLoadConfig> server_load;  // nullopt: off
-  KeyCacheConfig key_cache;
 
   // Whether calls hold an in-flight slot: the bounded policy reads the loads,
   // a hard limit counts against them.

@@ -153,7 +153,7 @@ KeyOrderCache::Probe KeyOrderCache::ProbeOf(std::string_view key) const {
 }
 
 bool KeyOrderCache::ReadSlot(const Slot& slot, const Probe& probe,
-                             KeyOrderPrefix* prefix) const {
+                             KeyOrderPrefix* prefix) {
   const uint64_t header = slot.header.load(std::memory_order_acquire);
   if ((header & 1) != 0 || Slot::KeyBytes(header) != probe.bytes) return false;
   const size_t size = Slot::PrefixSize(header);
@@ -335,7 +335,7 @@ struct Registry {
 };
 
 Registry& TheRegistry() {
-  static Registry* const registry = new Registry();  // never destroyed
+  static auto* const registry = new Registry();  // never destroyed
   return *registry;
 }
 

@@ -96,8 +96,8 @@ class KeyOrderCache final {
   struct Slot;
   struct Probe;
   Probe ProbeOf(std::string_view key) const;
-  bool ReadSlot(const Slot& slot, const Probe& probe,
-                KeyOrderPrefix* prefix) const;
+  static bool ReadSlot(const Slot& slot, const Probe& probe,
+                       KeyOrderPrefix* prefix);
   // The adaptive lookups: this thread's record, whether it looks the key
   // up, and what the lookup did (found or admitted the key: useful).
   struct LookupRecord;

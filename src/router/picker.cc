@@ -535,6 +535,25 @@ PickOutcome Picker::PickRetry(std::string_view key,
   return outcome;
 }
 
+Result<size_t> Picker::NthChoice(std::string_view key,
+                                 const std::vector<Candidate>& candidates,
+                                 size_t eligible, size_t n, int64_t now_ns,
+                                 const KeyOrderPrefix* prefix) const {
+  if (bounded_) {
+    const Result<Decision> d = bounded_policy_.DecideNth(
+        key, candidates, ready_.table(),
+        [this, now_ns](size_t i) { return LoadOf(i, now_ns); }, n, Scratch());
+    if (!d.ok()) return d.error();
+    return d.value().selection;
+  }
+  if (prefix != nullptr) {
+    const std::optional<size_t> nth =
+        NthAlong(*prefix, candidates, eligible, n);
+    if (nth.has_value()) return *nth;
+  }
+  return WeightedRendezvous::PickNth(key, candidates, ready_.table(), n);
+}
+
 PickOutcome Picker::PickNextChoice(std::string_view key,
                                    uint32_t previous_attempts) const {
   const size_t n = previous_attempts;
@@ -554,20 +573,8 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
       eligible -= at_limit;
       left_out |= at_limit != 0;
     }
-    Result<size_t> chosen = PickError::kEmpty;
-    if (bounded_) {
-      const Result<Decision> d = bounded_policy_.DecideNth(
-          key, candidates, ready_.table(),
-          [this, now_ns](size_t i) { return LoadOf(i, now_ns); }, n, Scratch());
-      chosen = d.ok() ? Result<size_t>(d.value().selection)
-                      : Result<size_t>(d.error());
-    } else {
-      const std::optional<size_t> nth =
-          along ? NthAlong(prefix, candidates, eligible, n) : std::nullopt;
-      chosen = nth.has_value() ? Result<size_t>(*nth)
-                               : WeightedRendezvous::PickNth(key, candidates,
-                                                             ready_.table(), n);
-    }
+    const Result<size_t> chosen = NthChoice(
+        key, candidates, eligible, n, now_ns, along ? &prefix : nullptr);
     if (!chosen.ok()) {
       if (left_out && chosen.error() == PickError::kNoEligibleCandidates) {
         break;

@@ -243,6 +243,12 @@ class Picker final {
                                    uint32_t previous_attempts) const;
   POISE_COLD PickOutcome PickNextChoice(std::string_view key,
                                         uint32_t previous_attempts) const;
+  // P6's choice among `candidates` (`eligible` of them eligible) for attempt
+  // n + 1; along the key's cached order prefix where given and it reaches.
+  Result<size_t> NthChoice(std::string_view key,
+                           const std::vector<Candidate>& candidates,
+                           size_t eligible, size_t n, int64_t now_ns,
+                           const KeyOrderPrefix* prefix) const;
 
   const std::shared_ptr<const Config> config_;
   // Owns the identities the candidates below borrow.
