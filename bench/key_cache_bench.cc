@@ -16,12 +16,12 @@
 // twice the others); entries: the cache's size, 0 for the default. gRPC-free;
 // bench/run.sh runs it and prints each figure beside its goal.
 #include <benchmark/benchmark.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <ctime>
 #include <memory>
 #include <numeric>
 #include <random>

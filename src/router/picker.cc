@@ -573,8 +573,8 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
       eligible -= at_limit;
       left_out |= at_limit != 0;
     }
-    const Result<size_t> chosen = NthChoice(
-        key, candidates, eligible, n, now_ns, along ? &prefix : nullptr);
+    const Result<size_t> chosen = NthChoice(key, candidates, eligible, n,
+                                            now_ns, along ? &prefix : nullptr);
     if (!chosen.ok()) {
       if (left_out && chosen.error() == PickError::kNoEligibleCandidates) {
         break;

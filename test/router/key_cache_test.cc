@@ -34,7 +34,8 @@ using test::ValidConfig;
 KeyOrderPrefix PrefixOf(uint32_t key_number, size_t size = 8) {
   KeyOrderPrefix p;
   for (size_t j = 0; j < size; ++j) {
-    p.index[j] = static_cast<uint16_t>((key_number * 31 + j * 7) % 65536);
+    p.index[j] =
+        static_cast<uint16_t>((size_t{key_number} * 31 + j * 7) % 65536);
   }
   p.size = size;
   return p;
@@ -213,6 +214,7 @@ TEST(KeyOrderCache, ConcurrentReadersAndWritersSeeOnlyWholeEntries) {
   std::atomic<size_t> hits{0};
   std::atomic<bool> wrong{false};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(static_cast<uint64_t>(t));
@@ -535,8 +537,9 @@ TEST_F(CachedPickerTest, ServerLoadEqualsTheUncachedPick) {
       if (k % 50 == 0) {
         for (size_t i = 0; i < n; ++i) {
           BackendCell& cell = *set_.backends()[i].cell;
-          if (reports[i])
+          if (reports[i]) {
             cell.fleet().report.Store(1000, cell.in_flight->Load(), now_ns);
+          }
         }
       }
       now_ns += 1000;
@@ -574,13 +577,15 @@ TEST(CachedPickers, ChannelsSharingACachePickAtOnce) {
   const Picker b(shared_config, second.list(), states, stats);
   std::vector<std::string> keys;
   std::vector<size_t> owners;
-  const std::vector<Candidate> candidates = test::CandidatesOf(first.backends());
+  const std::vector<Candidate> candidates =
+      test::CandidatesOf(first.backends());
   for (int k = 0; k < 200; ++k) {
     keys.push_back("user-" + std::to_string(k));
     owners.push_back(WeightedRendezvous::Pick(keys.back(), candidates).value());
   }
   std::atomic<size_t> wrong{0}, from_cache{0};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(static_cast<uint64_t>(t));
