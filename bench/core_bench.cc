@@ -21,6 +21,7 @@
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
 #include "poise/rendezvous.h"
+#include "ring.h"
 #include "src/core/candidate_hash.h"
 #include "src/core/identity_store.h"
 #include "src/core/prepared_candidates.h"
@@ -387,39 +388,9 @@ void BM_PairedRatioTwoWeights(benchmark::State& state) {
   PairedBench(state, false);
 }
 
-// A ring like gRPC's ring_hash default: at least 1024 entries, weighted,
-// entries hashed from "identity_j", the key's 64-bit hash binary-searched.
-struct Ring {
-  std::vector<std::pair<uint64_t, uint32_t>> entries;  // hash, backend
-};
-
-Ring BuildRing(const std::vector<poise::Candidate>& candidates) {
-  uint64_t total_weight = 0;
-  for (const auto& c : candidates) total_weight += c.weight;
-  const size_t min_ring = std::max<size_t>(1024, candidates.size());
-  Ring ring;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const auto count = static_cast<size_t>(
-        (min_ring * candidates[i].weight + total_weight - 1) / total_weight);
-    uint64_t base = poise::Fnv1a(candidates[i].identity);
-    for (size_t j = 0; j < count; ++j) {
-      ring.entries.emplace_back(
-          poise::Mix64(poise::Fnv1aUpdate(base, "_" + std::to_string(j))),
-          static_cast<uint32_t>(i));
-    }
-  }
-  std::sort(ring.entries.begin(), ring.entries.end());
-  return ring;
-}
-
-uint32_t RingPick(const Ring& ring, std::string_view key) {
-  const uint64_t h = poise::Mix64(poise::Fnv1a(key));
-  auto it = std::lower_bound(ring.entries.begin(), ring.entries.end(), h,
-                             [](const std::pair<uint64_t, uint32_t>& e,
-                                uint64_t v) { return e.first < v; });
-  if (it == ring.entries.end()) it = ring.entries.begin();
-  return it->second;
-}
+using poise::bench::BuildRing;
+using poise::bench::Ring;
+using poise::bench::RingPick;
 
 void BM_Ring(benchmark::State& state) {
   const auto n = static_cast<size_t>(state.range(0));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "router_channel.h"
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
 #include "src/router/fleet_load.h"
@@ -18,38 +19,28 @@
 namespace poise::router {
 namespace {
 
+// The bounded policy over n READY backends, over the scope's counts or
+// (server_load) the fleet's loads.
 struct Channel {
-  explicit Channel(size_t n, bool server_load) {
-    Config config;
-    config.bounded = true;
-    config.hash_header = "x-key";
-    if (server_load) config.server_load.emplace();
-    NormalizeAndValidate(config);
-    config_ = std::make_shared<const Config>(std::move(config));
-    std::vector<ResolverEntry> entries;
-    entries.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      entries.push_back({"10.0." + std::to_string(i / 250) + "." +
-                             std::to_string(i % 250 + 1) + ":80",
-                         std::nullopt, std::nullopt});
-    }
-    set_.Update(entries, *config_);
-    std::vector<BackendState> states(n);
-    for (BackendState& s : states) s.routing = RoutingState::kReady;
-    picker_ = std::make_unique<Picker>(
-        config_, set_.list(), states,
-        std::make_shared<PolicyStats>("bench", "bounded_load_rendezvous"));
+  Channel(size_t n, bool server_load)
+      : channel(ConfigOf(server_load), n, [](size_t) { return 1; }) {
     // Every backend reports 10 calls, one of them this client's, which has
     // ended since: the herding rule takes the room at once (the common case
     // of a backend below its bound; a gated one costs a step further along
     // the key's order).
-    for (const ListedBackend& b : set_.backends()) {
-      b.cell->report.Store(10, 1, FleetNowNs());
+    for (const ListedBackend& b : channel.backends()) {
+      b.cell->fleet().report.Store(10, 1, FleetNowNs());
     }
   }
-  std::shared_ptr<const Config> config_;
-  BackendSet set_;
-  std::unique_ptr<Picker> picker_;
+  static Config ConfigOf(bool server_load) {
+    Config config;
+    config.bounded = true;
+    if (server_load) config.server_load.emplace();
+    return config;
+  }
+  const Picker& picker() const { return channel.picker(); }
+
+  bench::RouterChannel channel;
 };
 
 std::vector<std::string> Keys() {
@@ -70,9 +61,9 @@ void BM_FleetPickPaired(benchmark::State& state) {
   for ([[maybe_unused]] auto _ : state) {
     const std::string& key = keys[k++ & 1023];
     auto t0 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(scope.picker_->Pick(PickRequest{key, 0}));
+    benchmark::DoNotOptimize(scope.picker().Pick(PickRequest{key, 0}));
     auto t1 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(fleet.picker_->Pick(PickRequest{key, 0}));
+    benchmark::DoNotOptimize(fleet.picker().Pick(PickRequest{key, 0}));
     auto t2 = std::chrono::steady_clock::now();
     scope_time += t1 - t0;
     fleet_time += t2 - t1;

@@ -9,7 +9,9 @@
 # the best one the CPU has, e.g. AVX2 on an AVX-512 host). The summary
 # starts with issue 27's goals, each figure beside its goal, and names the
 # target the kernels ran on. The core benchmarks take about
-# 2.5 minutes, the end-to-end benchmark about 4.5 (poise_e2e_bench, see
+# 2.5 minutes, then the key cache's figures beside their goals
+# (poise_key_cache_bench, about 2 minutes; KEYCACHE=0 skips it), the
+# end-to-end benchmark about 4.5 (poise_e2e_bench, see
 # docs/performance.md; E2E_ARGS passes it options, E2E=0 skips it): about 7
 # minutes in all on the 2-core development machines, builds included. Then
 # poise_memory_bench (100 channels x 1,000 READY backends per policy, about
@@ -197,6 +199,74 @@ for kind, label in (("Same", "one shared counter"), ("Separate", "counter per th
     r = [t(f"BM_InFlight{kind}/real_time/threads:{k}", real=True) for k in (1, 2)]
     print(f"| {label} | {f(r[0])} | {f(r[1])} |")
 PY
+
+# The key cache (keyCache): each figure of its goals beside the goal, from
+# poise_key_cache_bench (gRPC-free; about 2 minutes; KEYCACHE=0 skips it).
+if [[ ${KEYCACHE:-1} != 0 ]]; then
+  cmake --build "$build" -j2 --target poise_key_cache_bench >/dev/null
+  kc="$build/bench/key_cache_bench.json"
+  "$build/bench/poise_key_cache_bench" --benchmark_repetitions=3 \
+    --benchmark_min_time=0.3 --benchmark_out="$kc" \
+    --benchmark_out_format=json >/dev/null
+  python3 - "$kc" <<'PY'
+import json, statistics, sys
+runs = {}
+for b in json.load(open(sys.argv[1]))["benchmarks"]:
+    if b.get("run_type") == "iteration":
+        runs.setdefault(b["run_name"], []).append(b)
+def counter(name, key):
+    values = [r[key] for r in runs.get(name, []) if key in r]
+    if not values: return None
+    return statistics.median(values), min(values), max(values)
+def show(v, fmt):
+    if v is None: return "-"
+    return f"{fmt.format(v[0])} ({fmt.format(v[1])}-{fmt.format(v[2])})"
+def verdict(v, ok):
+    return "-" if v is None else ("met" if ok(v[0]) else "not met")
+print()
+print("key cache (keyCache): median of 3 runs (range); thread CPU time, "
+      "paired blocks of 1,024 picks; Zipf s = 1.1 over 100,000 distinct "
+      "36-byte keys, the default cache (16,384 entries)")
+print("| figure | n | policy, weights | measured | goal | |")
+print("|---|---:|---|---:|---:|---|")
+for n in (100, 1000):
+    for bounded in (0, 1):
+        for w in (1, 2):
+            name = f"BM_ZipfPaired/{n}/{bounded}/{w}/0"
+            policy = ("bounded" if bounded else "weighted") + \
+                f", {'one weight' if w == 1 else 'two weights'}"
+            hit = counter(name, "hit_rate")
+            print(f"| hit rate | {n} | {policy} | {show(hit, '{:.3f}')} "
+                  f"| printed | |")
+            speed = counter(name, "ratio")
+            goal = "≥ 5×" if n == 1000 else "-"
+            ok = verdict(speed, lambda x: x >= 5) if n == 1000 else ""
+            print(f"| mean pick: today's / cached | {n} | {policy} "
+                  f"| {show(speed, '{:.2f}')} | {goal} | {ok} |")
+for entries in (32768, 65536):
+    name = f"BM_ZipfPaired/1000/0/1/{entries}"
+    hit, speed = counter(name, "hit_rate"), counter(name, "ratio")
+    print(f"| hit rate, keyCache {entries} | 1000 | weighted, one weight "
+          f"| {show(hit, '{:.3f}')} | printed | |")
+    print(f"| mean pick: today's / cached, keyCache {entries} | 1000 "
+          f"| weighted, one weight | {show(speed, '{:.2f}')} | - | |")
+for n in (100, 1000):
+    name = f"BM_HitVsRing/{n}"
+    r = counter(name, "hit_over_ring")
+    hit, ring = counter(name, "hit_ns"), counter(name, "ring_ns")
+    print(f"| a hit / a ring pick (ns: {show(hit, '{:.1f}')} / "
+          f"{show(ring, '{:.1f}')}) | {n} | weighted, one weight "
+          f"| {show(r, '{:.2f}')} | ≤ 1 | {verdict(r, lambda x: x <= 1)} |")
+for n in (64, 100, 1000):
+    for bounded in (0, 1):
+        name = f"BM_DistinctPaired/{n}/{bounded}"
+        r = counter(name, "on_over_off")
+        policy = "bounded" if bounded else "weighted"
+        print(f"| distinct keys: cache on / off | {n} | {policy}, one weight "
+              f"| {show(r, '{:.3f}')} | ≤ 1 (never loses) "
+              f"| {verdict(r, lambda x: x <= 1)} |")
+PY
+fi
 
 # End-to-end: real local channels, the policies vs round_robin. Needs the
 # policies and the example backends, so the same build directory is

@@ -66,6 +66,18 @@ WalkStep NextInKeyOrder(const PreparedList& list, Walk& walk,
 size_t ListUnvisited(const PreparedList& list, const Walk& walk,
                      DecisionScratch& scratch);
 
+// Moves the candidate at `position` of the walk's list (a NextInKeyOrder
+// step) into the visited: a swap, or once sorted a rotation that keeps the
+// order of the others (a few of the other weight lie in between).
+inline void MarkVisited(Walk& walk, size_t position, size_t* order) {
+  if (walk.sorted) {
+    std::rotate(order + walk.visited, order + position, order + position + 1);
+  } else {
+    std::swap(order[position], order[walk.visited]);
+  }
+  ++walk.visited;
+}
+
 // One weight, sorted: the key's order is the list's while each z is
 // separated from the next one (the last listed: from every z below the
 // threshold). Visits those (the walk's first `walk_visits` after the owner
@@ -142,15 +154,7 @@ template <typename Reader>
     const size_t i = order[step.position];
     loads[i] = load(i);
     if (walk.bounds[step.group].HasRoom(loads[i])) return i;
-    // Into the visited: a swap, or once sorted a rotation that keeps the
-    // order of the others (a few of the other weight lie in between).
-    if (walk.sorted) {
-      std::rotate(order + walk.visited, order + step.position,
-                  order + step.position + 1);
-    } else {
-      std::swap(order[step.position], order[walk.visited]);
-    }
-    ++walk.visited;
+    MarkVisited(walk, step.position, order);
   }
   const size_t unvisited = ListUnvisited(list, walk, scratch);
   for (size_t s = walk.visited; s < walk.visited + unvisited; ++s) {

@@ -130,6 +130,30 @@ Result<size_t> PreparedCandidates::Pick(std::string_view key) const {
   return WeightedRendezvous::Pick(key, list_.candidates, *list_.table);
 }
 
+size_t PreparedCandidates::OrderPrefix(std::string_view key, size_t count,
+                                       uint32_t* out,
+                                       DecisionScratch& scratch) const {
+  if (count == 0 || list_.path == ListPath::kGeneral) return 0;
+  const Result<size_t> owner = ShortPathOwner(list_, key, scratch);
+  if (!owner.ok() || owner.value() == kNone) return 0;
+  out[0] = static_cast<uint32_t>(owner.value());
+  size_t written = 1;
+  if (written == count) return written;
+  // The walk's bounds are not read: no load is.
+  internal::Walk walk =
+      internal::StartWalk(list_, BoundedLoadRendezvous::kMinFactorPercent,
+                          /*total_load=*/0, owner.value(), scratch);
+  while (written < count) {
+    const internal::WalkStep step =
+        internal::NextInKeyOrder(list_, walk, scratch);
+    // Every eligible candidate listed, or a near-tie the walk cannot order.
+    if (step.position == kNone) break;
+    out[written++] = static_cast<uint32_t>(scratch.list()[step.position]);
+    internal::MarkVisited(walk, step.position, scratch.list());
+  }
+  return written;
+}
+
 Result<Routed> PreparedCandidates::RouteWithTotal(
     const BoundedLoadRendezvous& bounded, std::string_view key,
     uint64_t total_load, const InFlightCounter* const* counters,

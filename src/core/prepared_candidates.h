@@ -39,6 +39,18 @@ class PreparedCandidates final {
   // WeightedRendezvous::Pick(key, candidates(), table()).
   Result<size_t> Pick(std::string_view key) const;
 
+  // The first `count` eligible candidates in the key's order (the
+  // contract's K5, the owner first) into `out`; returns how many were
+  // written. Fewer than `count` when fewer are eligible, or where the order
+  // is not certified without the general search: then the prefix ends
+  // before the first near-tie of z (score_bounds.h) after the owner, and is
+  // empty on the general path (three or more weights) or when the owner
+  // itself is in a near-tie. One hashing pass (what Pick costs) and a walk
+  // of the key's order (key_order_walk.h), reading no load. What a cache of
+  // key orders stores (src/router/key_cache.h).
+  size_t OrderPrefix(std::string_view key, size_t count, uint32_t* out,
+                     DecisionScratch& scratch) const;
+
   // What a router needs of a bounded decision.
   struct Routed {
     size_t affinity;

@@ -1,5 +1,6 @@
 #include "src/grpc/rendezvous_config.h"
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <string_view>
@@ -221,6 +222,46 @@ struct JsonConfig {
                     ValidationErrors* errors);
 };
 
+// "keyCache": false, true or a number of entries (a JSON value of either
+// type, which gRPC's loader has no field type for: read here). null: absent.
+void LoadKeyCache(const Json& json, router::KeyCacheConfig& out,
+                  ValidationErrors* errors) {
+  if (json.type() != Json::Type::OBJECT) return;
+  const auto it = json.object_value().find("keyCache");
+  if (it == json.object_value().end()) return;
+  const Json& value = it->second;
+  switch (value.type()) {
+    case Json::Type::JSON_NULL:
+      return;
+    case Json::Type::JSON_TRUE:
+      out.enabled = true;
+      return;
+    case Json::Type::JSON_FALSE:
+      out.enabled = false;
+      return;
+    case Json::Type::NUMBER: {
+      // Whole decimal digits only; the range is rule C9's.
+      const std::string& digits = value.string_value();
+      uint64_t entries = 0;
+      bool whole = !digits.empty() && digits.size() <= 10;
+      for (const char c : digits) {
+        whole &= c >= '0' && c <= '9';
+        if (whole) entries = entries * 10 + static_cast<uint64_t>(c - '0');
+      }
+      if (whole && entries <= UINT32_MAX) {
+        out.enabled = true;
+        out.entries = static_cast<uint32_t>(entries);
+        return;
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  ValidationErrors::ScopedField field(errors, ".keyCache");
+  errors->AddError(router::kKeyCacheRule);
+}
+
 // An enum field given by its spelling: `parse` of `text` into `out`, or the
 // field's rule as its error.
 template <typename Enum>
@@ -245,10 +286,10 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
         json,
         {"hashHeader", "balanceFactorPercent", "endpoints", "defaultWeight",
          "missingKey", "maxInFlightPerBackend", "retryRouting", "slowStart",
-         "loadScope", "serverLoad"},
+         "loadScope", "serverLoad", "keyCache"},
         "hashHeader, balanceFactorPercent, endpoints, "
         "defaultWeight, missingKey, maxInFlightPerBackend, retryRouting, "
-        "slowStart, loadScope, serverLoad",
+        "slowStart, loadScope, serverLoad, keyCache",
         errors);
   } else {
     // serverLoad is loaded here too, for rule C8's message on it.
@@ -256,9 +297,9 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
         json,
         {"hashHeader", "endpoints", "defaultWeight", "missingKey",
          "maxInFlightPerBackend", "retryRouting", "slowStart", "loadScope",
-         "serverLoad"},
+         "serverLoad", "keyCache"},
         "hashHeader, endpoints, defaultWeight, missingKey, "
-        "maxInFlightPerBackend, retryRouting, slowStart, loadScope; "
+        "maxInFlightPerBackend, retryRouting, slowStart, loadScope, keyCache; "
         "balanceFactorPercent and serverLoad belong to "
         "bounded_load_rendezvous",
         errors);
@@ -287,6 +328,7 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
   ParseSpelling(load_scope, router::ParseLoadScope, ".loadScope",
                 router::kLoadScopeRule, config.load_scope, errors);
   if (server_load.has_value()) config.server_load = server_load->config;
+  LoadKeyCache(json, config.key_cache, errors);
   AddRuleErrors(router::NormalizeAndValidate(config), errors);
 }
 

@@ -155,9 +155,12 @@ class RendezvousLb final : public LoadBalancingPolicy {
   void ResetBackoffLocked() override;
 
  private:
-  // One listed backend's subchannel and its connectivity watcher.
+  // One listed backend's subchannel and its connectivity watcher. Kept to 40
+  // bytes (one per backend and channel): no virtual destructor (the class is
+  // final), a 32-bit index, the report sink by pointer.
   class BackendSubchannel final
-      : public grpc_core::RefCounted<BackendSubchannel> {
+      : public grpc_core::RefCounted<BackendSubchannel,
+                                     grpc_core::NonPolymorphicRefCount> {
    public:
     explicit BackendSubchannel(RefCountedPtr<SubchannelInterface> subchannel)
         : subchannel_(std::move(subchannel)) {}
@@ -173,13 +176,16 @@ class RendezvousLb final : public LoadBalancingPolicy {
     void RouteLoadReportsLocked(const RendezvousLb& policy,
                                 std::shared_ptr<router::BackendCell> cell);
 
-    size_t index = 0;  // in set_.backends(), states_ and backends_
+    uint32_t index = 0;  // in set_.backends(), states_ and backends_
 
    private:
     class Watcher;
 
     RefCountedPtr<SubchannelInterface> subchannel_;
-    std::shared_ptr<OobReportSink> oob_sink_;  // set once the stream is open
+    // Set once the stream is open. Owned by the stream's data watcher, which
+    // the subchannel owns (gRPC 1.51 cannot remove one): alive while
+    // subchannel_ holds the subchannel.
+    OobReportSink* oob_sink_ = nullptr;
     SubchannelInterface::ConnectivityStateWatcherInterface* watcher_ = nullptr;
   };
 
@@ -208,8 +214,8 @@ class RendezvousLb final : public LoadBalancingPolicy {
   std::vector<uint32_t> EffectiveWeightsLocked();
 
   const bool bounded_;
-  // loadScope PROCESS counts with every channel of this name.
-  std::string scope_name_;
+  // Its label (the stats label, else the target) also names the load scope
+  // loadScope PROCESS counts in: one copy (a target may list every address).
   std::shared_ptr<router::PolicyStats> stats_;
   RefCountedPtr<RendezvousLbConfig> config_;
   ChannelArgs args_;
@@ -273,11 +279,12 @@ void RendezvousLb::BackendSubchannel::RouteLoadReportsLocked(
                       server_load->out_of_band_interval > absl::ZeroDuration();
   if (oob_sink_ == nullptr) {
     if (!wanted) return;
-    oob_sink_ = std::make_shared<OobReportSink>(policy.stats_, &policy);
+    auto sink = std::make_shared<OobReportSink>(policy.stats_, &policy);
+    oob_sink_ = sink.get();
     subchannel_->AddDataWatcher(MakeOobLoadReportWatcher(
         grpc_core::Duration::Milliseconds(
             absl::ToInt64Milliseconds(server_load->out_of_band_interval)),
-        oob_sink_));
+        std::move(sink)));
   }
   // An interval changed later keeps the stream's first one (1.51 cannot
   // remove a data watcher); serverLoad turned off drops its reports.
@@ -295,7 +302,6 @@ RendezvousLb::RendezvousLb(Args args, bool bounded)
   if (label.empty()) {
     label = std::string(channel_args().GetString(kServerUriArg).value_or(""));
   }
-  scope_name_ = label;
   stats_ = std::make_shared<router::PolicyStats>(
       std::move(label), std::string(name().data(), name().size()));
   router::RegisterPolicyStats(stats_);
@@ -375,6 +381,8 @@ router::BackendSet::UpdateReport RendezvousLb::UpdateBackendsLocked(
   std::vector<router::BackendState> previous_states = std::move(states_);
   backends_.clear();
   states_.clear();
+  backends_.reserve(resolved.entries.size());
+  states_.reserve(resolved.entries.size());
   // Whether each backend has a new subchannel (its cell, kept by identity,
   // still shows the old one's state).
   std::vector<bool> new_subchannel;
@@ -398,11 +406,11 @@ router::BackendSet::UpdateReport RendezvousLb::UpdateBackendsLocked(
           RefCountedPtr<RendezvousLb>(static_cast<RendezvousLb*>(
               Ref(DEBUG_LOCATION, "Watcher").release())));
     }
-    backends_.back()->index = backends_.size() - 1;
+    backends_.back()->index = static_cast<uint32_t>(backends_.size() - 1);
     return true;
   };
   set_.SetLoadScope(router::LoadScopeForChannel(
-      config_->config()->load_scope, scope_name_, set_.load_scope()));
+      config_->config()->load_scope, stats_->label(), set_.load_scope()));
   const router::BackendSet::UpdateReport report =
       set_.Update(resolved.entries, *config_->config(), admit);
   for (auto& gone : previous) {

@@ -30,7 +30,8 @@ void TakeLoadReport(const grpc_core::BackendMetricData& data,
         policy, metric.c_str(), it->second);
     return;
   }
-  cell.report.Store(*count, cell.in_flight->Load(), router::FleetNowNs());
+  cell.fleet().report.Store(*count, cell.in_flight->Load(),
+                            router::FleetNowNs());
   stats.load_reports.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -65,10 +65,26 @@ class BackendCell final {
   std::atomic<Connectivity> connectivity{Connectivity::kIdle};
   // serverLoad: the backend's latest report of its calls in flight, and how
   // often this channel's picks ask for it (the herding rule).
-  ReportSlot report;
-  AskRate asks;
+  struct Fleet {
+    ReportSlot report;
+    AskRate asks;
+  };
+  // Made by the first caller, on any thread (cells without serverLoad have
+  // none: 48 bytes less per backend and channel).
+  Fleet& fleet() {
+    Fleet* f = fleet_.load(std::memory_order_acquire);
+    return f != nullptr ? *f : MakeFleet();
+  }
+  // Null until someone needed it (no report then).
+  const Fleet* fleet_if_made() const {
+    return fleet_.load(std::memory_order_acquire);
+  }
+  ~BackendCell() { delete fleet_.load(std::memory_order_relaxed); }
 
  private:
+  Fleet& MakeFleet();
+
+  std::atomic<Fleet*> fleet_{nullptr};
   // What `in_flight` counts into: the scope (own_'s total) or the shared
   // counter.
   std::shared_ptr<const void> keep_;

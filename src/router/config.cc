@@ -400,6 +400,12 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
       CheckServerLoad(*config.server_load, errors);
     }
   }
+  // C9. keyCache.
+  const std::optional<uint32_t>& entries = config.key_cache.entries;
+  if (entries.has_value() && (*entries < KeyCacheConfig::kMinEntries ||
+                              *entries > KeyCacheConfig::kMaxEntries)) {
+    errors.push_back({"keyCache", kKeyCacheRule});
+  }
   KeepFirstOfEachKind(errors);
   return errors;
 }

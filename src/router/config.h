@@ -124,12 +124,42 @@ inline constexpr size_t kMaxErrorsPerKind = 10;
 // milliseconds). nullopt for anything else ("2h", "1e3s", "60").
 std::optional<absl::Duration> ParseDuration(std::string_view text);
 
+// keyCache: a cache of key orders, shared by the channels whose backend lists
+// have the same identities and weights (src/router/key_cache.h).
+struct KeyCacheConfig {
+  static constexpr uint32_t kDefaultEntries = 16384;
+  static constexpr uint32_t kMinEntries = 64;
+  static constexpr uint32_t kMaxEntries = uint32_t{1} << 20;
+  // The default cache serves lists of at least this many backends: on
+  // shorter ones a pick costs about what a lookup does.
+  static constexpr size_t kDefaultMinBackends = 64;
+
+  bool enabled = true;
+  // A size ("keyCache": N): N entries, for lists of any size; nullopt:
+  // kDefaultEntries from kDefaultMinBackends backends.
+  std::optional<uint32_t> entries;
+
+  // The entries of the cache of a list of `backends` backends; 0: none.
+  size_t EntriesFor(size_t backends) const {
+    if (!enabled || backends == 0) return 0;
+    if (entries.has_value()) return *entries;
+    return backends >= kDefaultMinBackends ? kDefaultEntries : 0;
+  }
+  bool operator==(const KeyCacheConfig& other) const {
+    return enabled == other.enabled && entries == other.entries;
+  }
+};
+// The rule keyCache breaks (C9), also for a value of another JSON type.
+inline constexpr char kKeyCacheRule[] =
+    "must be false, true or a number of entries from 64 to 1048576";
+
 struct Config {
   static constexpr uint32_t kDefaultBalanceFactorPercent = 150;
 
   bool bounded = false;  // bounded_load_rendezvous (from the policy's name)
   std::string hash_header;
   uint32_t balance_factor_percent = kDefaultBalanceFactorPercent;
+  KeyCacheConfig key_cache;
   std::vector<EndpointConfig> endpoints;
   uint32_t default_weight = 1;
   MissingKey missing_key = MissingKey::kRandom;
@@ -180,7 +210,8 @@ struct ConfigError {
 //       serverLoad.outOfBandInterval 0 (per-call reports only) or in
 //       [10 ms, 1 h]; serverLoad.maxReportAge in (0, 1 h], and longer than a
 //       valid non-zero outOfBandInterval (else every report would expire
-//       before the next).
+//       before the next);
+//   C9. keyCache as a size: KeyCacheConfig::kMinEntries to kMaxEntries.
 // missingKey, retryRouting and loadScope have no rule here: their spellings are
 // checked where they are read (ParseMissingKey, ParseRetryRouting,
 // ParseLoadScope).

@@ -1,5 +1,6 @@
 #include "src/router/picker.h"
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <utility>
@@ -37,6 +38,32 @@ bool Picker::AnyPending(size_t n, const std::vector<BackendState>& states) {
     if (states[i].routing == RoutingState::kPending) return true;
   }
   return false;
+}
+
+std::shared_ptr<KeyOrderCache> Picker::KeyCacheFor(
+    const Config& config, const BackendList& list,
+    const std::vector<uint32_t>& effective_weights) {
+  const size_t n = list.backends.size();
+  const size_t entries = config.key_cache.EntriesFor(n);
+  if (entries == 0 || n > KeyOrderCache::kMaxBackends) return nullptr;
+  std::vector<uint32_t> weights;
+  weights.reserve(n);
+  for (const ListedBackend& b : list.backends) weights.push_back(b.weight);
+  // Slow start ramping: other weights, other orders.
+  if (!effective_weights.empty() && effective_weights != weights) {
+    return nullptr;
+  }
+  // No prefix is computed on the general path (three or more weights).
+  const uint32_t first = weights.front();
+  const auto other = std::find_if(weights.begin(), weights.end(),
+                                  [first](uint32_t w) { return w != first; });
+  if (other != weights.end() &&
+      std::any_of(other, weights.end(), [first, second = *other](uint32_t w) {
+        return w != first && w != second;
+      })) {
+    return nullptr;
+  }
+  return ShareKeyOrderCache(list.table, std::move(weights), entries);
 }
 
 std::vector<Candidate> Picker::CandidatesOf(
@@ -84,14 +111,19 @@ Picker::Picker(std::shared_ptr<const Config> config,
                         : std::nullopt),
       ready_(CandidatesOf(*list_, states, effective_weights,
                           /*ready_only=*/true),
-             list_->table) {
+             list_->table),
+      key_cache_(KeyCacheFor(*config_, *list_, effective_weights)) {
   // W of the bounds, for holding them at the slot.
   uint64_t w = 0;
   bool fits = true;
   for (const Candidate& c : ready_.candidates()) {
     if (c.eligible) fits &= !__builtin_add_overflow(w, uint64_t{c.weight}, &w);
+    ready_count_ += c.IsEligible() ? 1 : 0;
   }
   ready_weight_ = fits ? w : 0;
+  computes_orders_ = key_cache_ != nullptr &&
+                     ready_count_ == list_->backends.size() &&
+                     ready_.path() != PreparedCandidates::Path::kGeneral;
   stats_->server_load.store(fleet_, std::memory_order_relaxed);
   counters_.reserve(list_->backends.size());
   pending_.reserve(list_->backends.size());
@@ -132,6 +164,13 @@ PickOutcome Picker::Pick(const PickRequest& request) const {
 }
 
 PickOutcome Picker::PickForKey(std::string_view key) const {
+  if (key_cache_ != nullptr) {
+    KeyOrderPrefix prefix;
+    if (CachedOrder(key, &prefix)) {
+      std::optional<PickOutcome> outcome = PickAlong(key, prefix);
+      if (outcome.has_value()) return std::move(*outcome);
+    }
+  }
   // P2: a pending owner holds its keys.
   if (any_pending_ && OwnerIsPending(key)) {
     return PickOutcome{PickOutcome::Queue{}};
@@ -139,8 +178,84 @@ PickOutcome Picker::PickForKey(std::string_view key) const {
   return bounded_ ? PickBounded(key) : PickUnbounded(key);
 }
 
-PickOutcome Picker::Complete(size_t index, bool spilled,
-                             InFlightGuard slot) const {
+bool Picker::CachedOrder(std::string_view key, KeyOrderPrefix* prefix) const {
+  switch (key_cache_->Find(key, prefix)) {
+    case KeyOrderCache::Lookup::kHit:
+      return true;
+    case KeyOrderCache::Lookup::kAdmit:
+      return computes_orders_ && InsertOrder(key, prefix);
+    case KeyOrderCache::Lookup::kMiss:
+      break;
+  }
+  return false;
+}
+
+bool Picker::InsertOrder(std::string_view key, KeyOrderPrefix* prefix) const {
+  // Every backend is READY and weighs what the list says: the READY order
+  // is the list's.
+  uint32_t order[KeyOrderPrefix::kCapacity];
+  const size_t size =
+      ready_.OrderPrefix(key, KeyOrderPrefix::kCapacity, order, Scratch());
+  if (size == 0) return false;
+  for (size_t j = 0; j < size; ++j) {
+    prefix->index[j] = static_cast<uint16_t>(order[j]);
+  }
+  prefix->size = size;
+  key_cache_->Insert(key, *prefix);
+  return true;
+}
+
+std::optional<PickOutcome> Picker::PickAlong(
+    std::string_view key, const KeyOrderPrefix& prefix) const {
+  // P2: the prefix's first is the owner over every backend.
+  if (any_pending_ && pending_[prefix.index[0]]) {
+    return PickOutcome{PickOutcome::Queue{}};
+  }
+  if (bounded_) return PickBounded(key, &prefix);
+  // P3: the first READY one.
+  for (size_t j = 0; j < prefix.size; ++j) {
+    const size_t i = prefix.index[j];
+    if (ready_.candidates()[i].IsEligible()) return TakeOwner(key, i, true);
+  }
+  return std::nullopt;
+}
+
+std::optional<PreparedCandidates::Routed> Picker::RouteAlong(
+    const KeyOrderPrefix& prefix, uint64_t total_load,
+    PreparedCandidates::LoadReader load) const {
+  // Where the core would report an error, it answers.
+  if (ready_weight_ == 0 || total_load == UINT64_MAX) return std::nullopt;
+  const std::vector<Candidate>& candidates = ready_.candidates();
+  std::optional<size_t> affinity;
+  for (size_t j = 0; j < prefix.size; ++j) {
+    const size_t i = prefix.index[j];
+    if (!candidates[i].IsEligible()) continue;
+    if (!affinity.has_value()) affinity = i;
+    const Bound bound = bounded_policy_.BoundFor(
+        total_load, candidates[i].weight, ready_weight_);
+    if (bound.HasRoom(load(i))) {
+      return PreparedCandidates::Routed{*affinity, i, i != *affinity, false};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<size_t> Picker::NthAlong(const KeyOrderPrefix& prefix,
+                                       const std::vector<Candidate>& candidates,
+                                       size_t eligible, size_t n) {
+  if (eligible == 0) return std::nullopt;
+  size_t remaining = n % eligible;
+  for (size_t j = 0; j < prefix.size; ++j) {
+    const size_t i = prefix.index[j];
+    if (!candidates[i].IsEligible()) continue;
+    if (remaining == 0) return i;
+    --remaining;
+  }
+  return std::nullopt;
+}
+
+PickOutcome Picker::Complete(size_t index, bool spilled, InFlightGuard slot,
+                             bool from_cache) const {
   BackendCell& cell = *list_->backends[index].cell;
   stats_->picks.fetch_add(1, std::memory_order_relaxed);
   cell.picks.fetch_add(1, std::memory_order_relaxed);
@@ -148,30 +263,44 @@ PickOutcome Picker::Complete(size_t index, bool spilled,
     stats_->spills.fetch_add(1, std::memory_order_relaxed);
     cell.spilled_in.fetch_add(1, std::memory_order_relaxed);
   }
-  return PickOutcome{PickOutcome::Complete{index, spilled, std::move(slot)}};
+  return PickOutcome{
+      PickOutcome::Complete{index, spilled, std::move(slot), from_cache}};
 }
 
 PickOutcome Picker::PickUnbounded(std::string_view key) const {
   // P3: the owner among the READY backends.
   const Result<size_t> chosen = ready_.Pick(key);
   if (!chosen.ok()) return Fail(RouteError(chosen.error()));
-  if (!track_load_) return Complete(chosen.value(), false, InFlightGuard());
-  // P4: a slot, else the slow path of the limit.
-  InFlightGuard slot = TryAcquire(chosen.value());
-  if (slot.held()) return Complete(chosen.value(), false, std::move(slot));
-  return PickWithinLimit(key, chosen.value());
+  return TakeOwner(key, chosen.value(), false);
 }
 
-PickOutcome Picker::PickBounded(std::string_view key) const {
-  if (fleet_) return PickFleetBounded(key);
+PickOutcome Picker::TakeOwner(std::string_view key, size_t owner,
+                              bool from_cache) const {
+  if (!track_load_) return Complete(owner, false, InFlightGuard(), from_cache);
+  // P4: a slot, else the slow path of the limit.
+  InFlightGuard slot = TryAcquire(owner);
+  if (slot.held()) return Complete(owner, false, std::move(slot), from_cache);
+  return PickWithinLimit(key, owner);
+}
+
+PickOutcome Picker::PickBounded(std::string_view key,
+                                const KeyOrderPrefix* prefix) const {
+  if (fleet_) return PickFleetBounded(key, prefix);
+  const auto counter = [this](size_t i) { return counters_[i]->Load(); };
   for (int race = 0;; ++race) {
     // Bounds from the scope's total: the decision reads only the counters
     // of the candidates it visits in the key's order (each a cold cache
     // line), and falls back to their sum when the total was caught between
-    // a slot and its total (PreparedCandidates::RouteWithTotal).
+    // a slot and its total (PreparedCandidates::RouteWithTotal). Along the
+    // key's cached order where it has one.
     const uint64_t total = scope_total_->Load();
-    const Result<PreparedCandidates::Routed> routed = ready_.RouteWithTotal(
-        bounded_policy_, key, total, counters_.data(), Scratch());
+    std::optional<PreparedCandidates::Routed> along;
+    if (prefix != nullptr) along = RouteAlong(*prefix, total, counter);
+    const bool from_cache = along.has_value();
+    const Result<PreparedCandidates::Routed> routed =
+        from_cache ? Result<PreparedCandidates::Routed>(*along)
+                   : ready_.RouteWithTotal(bounded_policy_, key, total,
+                                           counters_.data(), Scratch());
     if (!routed.ok()) return Fail(RouteError(routed.error()));
     const PreparedCandidates::Routed& d = routed.value();
     // The bound holds at the slot: channels of one scope pick at the same
@@ -181,7 +310,9 @@ PickOutcome Picker::PickBounded(std::string_view key) const {
     // choice regardless (it never fails or waits for a race).
     if (ready_weight_ == 0 || race == kMaxBoundRaces) {
       InFlightGuard slot = TryAcquire(d.selection);
-      if (slot.held()) return Complete(d.selection, d.spilled, std::move(slot));
+      if (slot.held()) {
+        return Complete(d.selection, d.spilled, std::move(slot), from_cache);
+      }
       return PickWithinLimit(key, d.affinity);
     }
     // A stale total (the decision fell back to the loads' sum) is read
@@ -196,7 +327,9 @@ PickOutcome Picker::PickBounded(std::string_view key) const {
           return bound.HasRoom(count) &&
                  (limit == InFlightCounter::kNoLimit || count < limit);
         });
-    if (slot.held()) return Complete(d.selection, d.spilled, std::move(slot));
+    if (slot.held()) {
+      return Complete(d.selection, d.spilled, std::move(slot), from_cache);
+    }
     if (limit_ != InFlightCounter::kNoLimit &&
         counters_[d.selection]->Load() >= limit_) {
       return PickWithinLimit(key, d.affinity);
@@ -210,7 +343,7 @@ PickOutcome Picker::PickBounded(std::string_view key) const {
 uint64_t Picker::FleetLoadOf(size_t i, int64_t now_ns,
                              std::optional<FreshReport>* report) const {
   const std::optional<FreshReport> fresh =
-      list_->backends[i].cell->report.Fresh(now_ns, max_report_age_ns_);
+      list_->backends[i].cell->fleet().report.Fresh(now_ns, max_report_age_ns_);
   if (report != nullptr) *report = fresh;
   return FleetEstimate(fresh, counters_[i]->Load());
 }
@@ -229,7 +362,8 @@ uint64_t Picker::OthersSum(int64_t now_ns, bool* without_report) const {
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (!candidates[i].eligible) continue;
     const std::optional<FreshReport> report =
-        list_->backends[i].cell->report.Fresh(now_ns, max_report_age_ns_);
+        list_->backends[i].cell->fleet().report.Fresh(now_ns,
+                                                      max_report_age_ns_);
     without |= !report.has_value();
     // Each report is below 2^40: the sum stays far below 2^64 for any list
     // a channel can hold.
@@ -242,7 +376,8 @@ uint64_t Picker::OthersSum(int64_t now_ns, bool* without_report) const {
   return sum;
 }
 
-PickOutcome Picker::PickFleetBounded(std::string_view key) const {
+PickOutcome Picker::PickFleetBounded(std::string_view key,
+                                     const KeyOrderPrefix* prefix) const {
   const int64_t now_ns = FleetNowNs();
   bool without_report = false;
   const uint64_t own_total = scope_total_->Load();
@@ -259,7 +394,7 @@ PickOutcome Picker::PickFleetBounded(std::string_view key) const {
   // take its room (fleet_load.h). Each visit is an ask.
   const auto herding = [&](size_t i) -> uint64_t {
     const double asks =
-        list_->backends[i].cell->asks.Ask(now_ns, max_report_age_ns_);
+        list_->backends[i].cell->fleet().asks.Ask(now_ns, max_report_age_ns_);
     std::optional<FreshReport> report;
     const uint64_t load = FleetLoadOf(i, now_ns, &report);
     if (!report.has_value() || ready_weight_ == 0) return load;
@@ -274,8 +409,34 @@ PickOutcome Picker::PickFleetBounded(std::string_view key) const {
                ? load
                : static_cast<uint64_t>(capacity);
   };
+  // Along the key's cached order first, where it has one. Each backend's
+  // herding load is read once per pick (each read is an ask): the ones read
+  // along the prefix are read from `along_prefix` again if the whole order
+  // must be searched.
+  std::optional<PreparedCandidates::Routed> along;
+  size_t read = 0;
+  std::pair<size_t, uint64_t> along_prefix[KeyOrderPrefix::kCapacity];
+  if (prefix != nullptr) {
+    along = RouteAlong(*prefix, total, [&](size_t i) {
+      const uint64_t load = herding(i);
+      along_prefix[read++] = {i, load};
+      return load;
+    });
+  }
+  const bool from_cache = along.has_value();
   Result<PreparedCandidates::Routed> routed =
-      ready_.RouteWithTotal(bounded_policy_, key, total, herding, Scratch());
+      from_cache ? Result<PreparedCandidates::Routed>(*along)
+                 : ready_.RouteWithTotal(
+                       bounded_policy_, key, total,
+                       [&](size_t i) {
+                         for (size_t r = 0; r < read; ++r) {
+                           if (along_prefix[r].first == i) {
+                             return along_prefix[r].second;
+                           }
+                         }
+                         return herding(i);
+                       },
+                       Scratch());
   // The rule left no backend with room: the bound alone decides (over the
   // loads' own sum should L's sum be behind them: RouteWithTotal).
   if (routed.ok() && routed.value().stale_total) {
@@ -286,7 +447,9 @@ PickOutcome Picker::PickFleetBounded(std::string_view key) const {
   if (!routed.ok()) return Fail(RouteError(routed.error()));
   const PreparedCandidates::Routed& d = routed.value();
   InFlightGuard slot = TryAcquire(d.selection);
-  if (slot.held()) return Complete(d.selection, d.spilled, std::move(slot));
+  if (slot.held()) {
+    return Complete(d.selection, d.spilled, std::move(slot), from_cache);
+  }
   return PickWithinLimit(key, d.affinity);
 }
 
@@ -350,13 +513,13 @@ PickOutcome Picker::PickWithinLimit(std::string_view key,
                    limit_, " calls in flight)")));
 }
 
-bool Picker::LeaveOutBackendsAtTheLimit(
+size_t Picker::LeaveOutBackendsAtTheLimit(
     std::vector<Candidate>& candidates) const {
-  bool left_out = false;
+  size_t left_out = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (candidates[i].eligible && counters_[i]->Load() >= limit_) {
+    if (candidates[i].IsEligible() && counters_[i]->Load() >= limit_) {
       candidates[i].eligible = false;
-      left_out = true;
+      ++left_out;
     }
   }
   return left_out;
@@ -388,6 +551,25 @@ PickOutcome Picker::PickRetry(std::string_view key,
   return outcome;
 }
 
+Result<size_t> Picker::NthChoice(std::string_view key,
+                                 const std::vector<Candidate>& candidates,
+                                 size_t eligible, size_t n, int64_t now_ns,
+                                 const KeyOrderPrefix* prefix) const {
+  if (bounded_) {
+    const Result<Decision> d = bounded_policy_.DecideNth(
+        key, candidates, ready_.table(),
+        [this, now_ns](size_t i) { return LoadOf(i, now_ns); }, n, Scratch());
+    if (!d.ok()) return d.error();
+    return d.value().selection;
+  }
+  if (prefix != nullptr) {
+    const std::optional<size_t> nth =
+        NthAlong(*prefix, candidates, eligible, n);
+    if (nth.has_value()) return *nth;
+  }
+  return WeightedRendezvous::PickNth(key, candidates, ready_.table(), n);
+}
+
 PickOutcome Picker::PickNextChoice(std::string_view key,
                                    uint32_t previous_attempts) const {
   const size_t n = previous_attempts;
@@ -395,19 +577,20 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
   thread_local std::vector<Candidate> candidates;
   candidates = ready_.candidates();
   const int64_t now_ns = fleet_ ? FleetNowNs() : 0;
+  // weighted_rendezvous reads the key's cached order where it has one.
+  KeyOrderPrefix prefix;
+  const bool along =
+      !bounded_ && key_cache_ != nullptr && CachedOrder(key, &prefix);
+  size_t eligible = ready_count_;
   bool left_out = false;  // some READY backend was at the limit
   for (;;) {
-    if (limited) left_out |= LeaveOutBackendsAtTheLimit(candidates);
-    Result<size_t> chosen = PickError::kEmpty;
-    if (bounded_) {
-      const Result<Decision> d = bounded_policy_.DecideNth(
-          key, candidates, ready_.table(),
-          [this, now_ns](size_t i) { return LoadOf(i, now_ns); }, n, Scratch());
-      chosen = d.ok() ? Result<size_t>(d.value().selection)
-                      : Result<size_t>(d.error());
-    } else {
-      chosen = WeightedRendezvous::PickNth(key, candidates, ready_.table(), n);
+    if (limited) {
+      const size_t at_limit = LeaveOutBackendsAtTheLimit(candidates);
+      eligible -= at_limit;
+      left_out |= at_limit != 0;
     }
+    const Result<size_t> chosen = NthChoice(key, candidates, eligible, n,
+                                            now_ns, along ? &prefix : nullptr);
     if (!chosen.ok()) {
       if (left_out && chosen.error() == PickError::kNoEligibleCandidates) {
         break;
@@ -419,6 +602,7 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
     InFlightGuard slot = TryAcquire(selection);
     if (slot.held()) return Complete(selection, false, std::move(slot));
     candidates[selection].eligible = false;  // filled up since it was read
+    --eligible;
     left_out = true;
   }
   return Fail(absl::ResourceExhaustedError(

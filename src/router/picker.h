@@ -23,6 +23,7 @@
 #include "src/router/connectivity.h"
 #include "src/router/explain.h"
 #include "src/router/fleet_load.h"
+#include "src/router/key_cache.h"
 #include "src/router/stats_registry.h"
 
 // Rare paths of a pick: out of line and apart from the hot code, because a
@@ -72,6 +73,7 @@ struct PickOutcome {
     size_t backend;
     bool spilled;  // sent past its key's full owner
     InFlightGuard slot;
+    bool from_cache = false;  // decided on the key's cached order
   };
   std::variant<Queue, Fail, Complete> result;
 };
@@ -129,6 +131,23 @@ struct PickOutcome {
 //      report showed); a rule that leaves no room anywhere yields to the
 //      bound alone. The slot is not held to the bound (the others' part is
 //      an estimate); P4's limit still is.
+//
+// The key cache (keyCache, src/router/key_cache.h). P2, P3, P4's first try
+// and P7 read a key's order only as far as its first READY backend (P3: its
+// first with room), and P6 of weighted_rendezvous as far as its (k + 1)-th
+// READY one; a key's order over a subset of the backends is the order over
+// every backend with the others left out (the contract's K5 compares each
+// pair on its own). So a pick reads the key's cached order prefix, over
+// every backend, where it has one; where the prefix ends before the pick has
+// its answer (every READY backend in it full or at the limit, the retry's
+// choice beyond it), the pick is made without it. Either way the answer is
+// the same. The cache is not used while slow start ramps weights (the
+// weights are then not the list's), for lists with more than two distinct
+// weights (no prefix is computed there) or of more than
+// KeyOrderCache::kMaxBackends backends, by retries of
+// bounded_load_rendezvous, or for calls without a key. A key's prefix is
+// computed on its admission (key_cache.h), and only by a picker whose every
+// backend is READY (whose READY order is the list's).
 class Picker final {
  public:
   // `states[i]` is the state of list->backends[i]; `config` passed
@@ -165,13 +184,45 @@ class Picker final {
       const BackendList& list, const std::vector<BackendState>& states,
       const std::vector<uint32_t>& weights, bool ready_only);
 
+  // The cache of the list's key orders when the config, the list and the
+  // weights allow one (above); null otherwise.
+  static std::shared_ptr<KeyOrderCache> KeyCacheFor(
+      const Config& config, const BackendList& list,
+      const std::vector<uint32_t>& effective_weights);
+
   // P2, then P3 by the policy: a keyed first attempt.
   PickOutcome PickForKey(std::string_view key) const;
-  // P3 (and P4) without P2: also for a random key.
+  // The key's order prefix from the cache, or computed and inserted where
+  // the cache admits the key; false when neither.
+  bool CachedOrder(std::string_view key, KeyOrderPrefix* prefix) const;
+  POISE_COLD bool InsertOrder(std::string_view key,
+                              KeyOrderPrefix* prefix) const;
+  // P2 and P3 (and P4) along the key's order prefix; nullopt when the
+  // prefix ends before the answer.
+  std::optional<PickOutcome> PickAlong(std::string_view key,
+                                       const KeyOrderPrefix& prefix) const;
+  // P3 (and P4) without P2: also for a random key. PickBounded's `prefix`:
+  // the key's cached order prefix, or null.
   PickOutcome PickUnbounded(std::string_view key) const;
-  PickOutcome PickBounded(std::string_view key) const;
+  PickOutcome PickBounded(std::string_view key,
+                          const KeyOrderPrefix* prefix = nullptr) const;
+  // P4 for the owner among the READY backends.
+  PickOutcome TakeOwner(std::string_view key, size_t owner,
+                        bool from_cache) const;
   // P7: PickBounded over the fleet's loads.
-  PickOutcome PickFleetBounded(std::string_view key) const;
+  PickOutcome PickFleetBounded(std::string_view key,
+                               const KeyOrderPrefix* prefix) const;
+  // P3's bounded decision along the prefix: the first READY backend in it
+  // whose load (read by `load`, once each) is below its Bound for
+  // `total_load`; nullopt when none is (or the bounds cannot be had).
+  std::optional<PreparedCandidates::Routed> RouteAlong(
+      const KeyOrderPrefix& prefix, uint64_t total_load,
+      PreparedCandidates::LoadReader load) const;
+  // P6 along the prefix: the (n mod m + 1)-th of the m candidates eligible
+  // in `candidates`, if the prefix reaches it.
+  static std::optional<size_t> NthAlong(
+      const KeyOrderPrefix& prefix, const std::vector<Candidate>& candidates,
+      size_t eligible, size_t n);
   // E_i of READY backend i at `now_ns`, and its fresh report if any.
   uint64_t FleetLoadOf(size_t i, int64_t now_ns,
                        std::optional<FreshReport>* report = nullptr) const;
@@ -183,7 +234,8 @@ class Picker final {
   uint64_t LoadOf(size_t i, int64_t now_ns) const {
     return fleet_ ? FleetLoadOf(i, now_ns) : counters_[i]->Load();
   }
-  PickOutcome Complete(size_t index, bool spilled, InFlightGuard slot) const;
+  PickOutcome Complete(size_t index, bool spilled, InFlightGuard slot,
+                       bool from_cache = false) const;
   // A slot on backend `index`'s counter unless it is at the limit (0: none).
   // The guard keeps the counter alive.
   InFlightGuard TryAcquire(size_t index) const {
@@ -196,13 +248,19 @@ class Picker final {
   POISE_COLD PickOutcome PickWithinLimit(std::string_view key,
                                          size_t affinity) const;
   POISE_COLD PickOutcome Fail(absl::Status status) const;
-  // Makes the candidates at the hard limit ineligible; true if any was.
-  bool LeaveOutBackendsAtTheLimit(std::vector<Candidate>& candidates) const;
+  // Makes the candidates at the hard limit ineligible; how many were.
+  size_t LeaveOutBackendsAtTheLimit(std::vector<Candidate>& candidates) const;
   // P6.
   POISE_COLD PickOutcome PickRetry(std::string_view key,
                                    uint32_t previous_attempts) const;
   POISE_COLD PickOutcome PickNextChoice(std::string_view key,
                                         uint32_t previous_attempts) const;
+  // P6's choice among `candidates` (`eligible` of them eligible) for attempt
+  // n + 1; along the key's cached order prefix where given and it reaches.
+  Result<size_t> NthChoice(std::string_view key,
+                           const std::vector<Candidate>& candidates,
+                           size_t eligible, size_t n, int64_t now_ns,
+                           const KeyOrderPrefix* prefix) const;
 
   const std::shared_ptr<const Config> config_;
   // Owns the identities the candidates below borrow.
@@ -245,6 +303,11 @@ class Picker final {
   // channel's pickers are mostly built with none).
   const std::optional<PreparedCandidates> all_;
   const PreparedCandidates ready_;  // READY backends: who may serve it
+  size_t ready_count_ = 0;
+  // The key cache (null: none), and whether this picker computes prefixes
+  // for it (every backend READY).
+  const std::shared_ptr<KeyOrderCache> key_cache_;
+  bool computes_orders_ = false;
 };
 
 }  // namespace poise::router

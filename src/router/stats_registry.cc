@@ -91,9 +91,11 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
     s.picks = b.cell->picks.load(std::memory_order_relaxed);
     s.spilled_in = b.cell->spilled_in.load(std::memory_order_relaxed);
     s.retried_in = b.cell->retried_in.load(std::memory_order_relaxed);
-    const int64_t received = b.cell->report.received_ns();
+    const BackendCell::Fleet* fleet = b.cell->fleet_if_made();
+    const int64_t received =
+        fleet != nullptr ? fleet->report.received_ns() : ReportSlot::kNever;
     if (received != ReportSlot::kNever) {
-      s.reported_load = b.cell->report.last_reported();
+      s.reported_load = fleet->report.last_reported();
       s.report_age_ms = (now_ns - received) / 1000000;
     }
     s.connectivity =

@@ -63,6 +63,9 @@ class PolicyStats final {
   }
 
   grpc_lb::ChannelStats Snapshot() const;
+  // The channel's stats label, else its target (also the name its load
+  // scope goes by).
+  const std::string& label() const { return label_; }
 
   // The channel's current picker, for ExplainKey: held weakly (the picker
   // holds these stats), so it is null once gRPC drops the picker.
@@ -74,7 +77,6 @@ class PolicyStats final {
     std::lock_guard<std::mutex> lock(mu_);
     return picker_.lock();
   }
-  const std::string& label() const { return label_; }
   const std::string& policy() const { return policy_; }
 
  private:

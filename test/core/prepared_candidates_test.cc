@@ -245,6 +245,60 @@ TEST_P(PreparedByKernel, ShortPathAnswersAreTheContracts) {
   }
 }
 
+// The order prefix is the contract's order, first to last, on one-weight and
+// two-weight lists long enough for several survivor levels, with ineligible
+// members and duplicate identities (equal z: the prefix ends before them);
+// empty on the general path.
+TEST_P(PreparedByKernel, OrderPrefixIsTheContractsOrder) {
+  std::mt19937_64 rng(20270114);
+  size_t full = 0, cut = 0;
+  for (int list = 0; list < 400; ++list) {
+    const size_t n = 1 + rng() % (list % 4 == 0 ? 2000 : 80);
+    const uint64_t shape = rng() % 8;  // 0-4 one weight, 5-6 two, 7 more
+    const bool duplicates = rng() % 6 == 0;
+    std::vector<contract::LoadedCandidate> backends;
+    for (size_t i = 0; i < n; ++i) {
+      const bool duplicate = duplicates && i > 0 && rng() % 50 == 0;
+      const uint32_t weight = shape < 5   ? 3
+                              : shape < 7 ? (rng() % 3 == 0 ? 7 : 3)
+                                          : static_cast<uint32_t>(1 + i % 3);
+      backends.push_back({duplicate ? backends[rng() % i].identity
+                                    : "10.1." + std::to_string(i / 250) + "." +
+                                          std::to_string(i % 250) + ":443",
+                          weight, 0, rng() % 7 != 0});
+    }
+    const std::vector<Candidate> candidates = test_util::View(backends);
+    const PreparedCandidates prepared(candidates, TableOf(candidates));
+    DecisionScratch scratch;
+    for (int k = 0; k < 40; ++k) {
+      const std::string key = "user-" + std::to_string(rng() % 1000000);
+      const std::vector<contract::Ranked> order =
+          contract::Order(key, backends);
+      const size_t count = k % 5 == 0 ? 1 + rng() % 40 : 8;
+      std::vector<uint32_t> prefix(count);
+      const size_t written =
+          prepared.OrderPrefix(key, count, prefix.data(), scratch);
+      if (prepared.path() == Path::kGeneral) {
+        EXPECT_EQ(written, 0u);
+        continue;
+      }
+      ASSERT_LE(written, std::min(count, order.size()));
+      for (size_t j = 0; j < written; ++j) {
+        ASSERT_EQ(prefix[j], order[j].index) << "list " << list << " j " << j;
+      }
+      if (written == std::min(count, order.size())) {
+        ++full;
+      } else {
+        // Only a near-tie cuts it short: here, a duplicate's equal z.
+        ASSERT_TRUE(duplicates) << "list " << list;
+        ++cut;
+      }
+    }
+  }
+  EXPECT_GT(full, 8000u);
+  EXPECT_GT(cut, 0u);
+}
+
 // The route reads one counter when the owner is idle and, when every
 // candidate is full, every eligible one, once; with one weight and with two.
 TEST(PreparedCandidates, RouteSamplesTheOthersOnlyForABusyOwner) {

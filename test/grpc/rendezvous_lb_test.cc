@@ -51,7 +51,7 @@ TEST(RendezvousConfig, ExactMessages) {
       "errors validating weighted_rendezvous LB policy config: "
       "[field:balanceFactorPercent error:unknown field (known: hashHeader, "
       "endpoints, defaultWeight, missingKey, maxInFlightPerBackend, "
-      "retryRouting, slowStart, loadScope; "
+      "retryRouting, slowStart, loadScope, keyCache; "
       "balanceFactorPercent and serverLoad belong to "
       "bounded_load_rendezvous)]");
 }
@@ -317,6 +317,39 @@ TEST(ServerLoadConfig, ValidateServiceConfigNamesTheField) {
                                     "bounded_load_rendezvous"),
             std::string::npos)
       << weighted;
+}
+
+// keyCache (rule C9): false, true or a number of entries, read from the
+// JSON by the policy (gRPC's loader has no field of two types).
+absl::StatusOr<router::Config> ParseKeyCache(const std::string& key_cache) {
+  auto json = grpc_core::Json::Parse(
+      absl::StrCat(R"({"hashHeader":"k","keyCache":)", key_cache, "}"));
+  if (!json.ok()) return json.status();
+  return ParseRendezvousConfig(*json, /*bounded=*/false);
+}
+
+TEST(KeyCacheConfig, FalseTrueOrASize) {
+  auto on = ParseKeyCache("true");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->key_cache, router::KeyCacheConfig());
+  auto off = ParseKeyCache("false");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->key_cache.enabled);
+  auto sized = ParseKeyCache("4096");
+  ASSERT_TRUE(sized.ok()) << sized.status();
+  EXPECT_TRUE(sized->key_cache.enabled);
+  EXPECT_EQ(sized->key_cache.entries, 4096u);
+  auto absent = ParseKeyCache("null");
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_EQ(absent->key_cache, router::KeyCacheConfig());
+  const std::string rule =
+      "errors validating weighted_rendezvous LB policy config: "
+      "[field:keyCache error:must be false, true or a number of entries from "
+      "64 to 1048576]";
+  for (const char* bad : {"63", "1048577", "4294967296", "-1", "64.5", "1e4",
+                          R"("4096")", "{}", "[]"}) {
+    EXPECT_EQ(ParseKeyCache(bad).status().message(), rule) << bad;
+  }
 }
 
 TEST(Registration, RefusesAnotherGrpcVersion) {

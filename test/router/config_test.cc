@@ -234,6 +234,12 @@ const RuleCase kRuleCases[] = {
      },
      {"serverLoad",
       "belongs to bounded_load_rendezvous (only it bounds loads)"}},
+    {"KeyCacheTooSmall",
+     [](Config& c) { c.key_cache.entries = KeyCacheConfig::kMinEntries - 1; },
+     {"keyCache", kKeyCacheRule}},
+    {"KeyCacheTooLarge",
+     [](Config& c) { c.key_cache.entries = KeyCacheConfig::kMaxEntries + 1; },
+     {"keyCache", kKeyCacheRule}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Rules, RouterConfigRule,
@@ -241,6 +247,29 @@ INSTANTIATE_TEST_SUITE_P(Rules, RouterConfigRule,
                          [](const ::testing::TestParamInfo<RuleCase>& rule) {
                            return std::string(rule.param.name);
                          });
+
+TEST(RouterConfig, KeyCacheEntriesByListSize) {
+  KeyCacheConfig on;
+  EXPECT_TRUE(on.enabled);
+  EXPECT_EQ(on.EntriesFor(0), 0u);
+  EXPECT_EQ(on.EntriesFor(KeyCacheConfig::kDefaultMinBackends - 1), 0u);
+  EXPECT_EQ(on.EntriesFor(KeyCacheConfig::kDefaultMinBackends),
+            KeyCacheConfig::kDefaultEntries);
+  KeyCacheConfig sized;
+  sized.entries = KeyCacheConfig::kMinEntries;
+  EXPECT_EQ(sized.EntriesFor(1), KeyCacheConfig::kMinEntries);
+  KeyCacheConfig off;
+  off.enabled = false;
+  EXPECT_EQ(off.EntriesFor(1000), 0u);
+  EXPECT_FALSE(off == on);
+  for (const uint32_t entries :
+       {KeyCacheConfig::kMinEntries, KeyCacheConfig::kMaxEntries}) {
+    Config config;
+    config.hash_header = "k";
+    config.key_cache.entries = entries;
+    EXPECT_TRUE(NormalizeAndValidate(config).empty()) << entries;
+  }
+}
 
 TEST(RouterConfig, ServerLoadDefaults) {
   const ServerLoadConfig load;

@@ -95,7 +95,8 @@ class FleetPickerTest : public ::testing::Test {
   // A report of `reported` calls from backend i, now.
   void Report(size_t i, uint64_t reported) {
     BackendCell& cell = *set_.backends()[i].cell;
-    cell.report.Store(reported, cell.in_flight->Load(), fake_now_ns.load());
+    cell.fleet().report.Store(reported, cell.in_flight->Load(),
+                              fake_now_ns.load());
   }
   PickOutcome Pick(std::string_view key, uint32_t previous_attempts = 0) {
     return picker_->Pick(PickRequest{key, previous_attempts});
@@ -228,8 +229,8 @@ TEST_F(FleetPickerTest, PicksAreDecideOnTheFleetsLoads) {
     const int64_t now = fake_now_ns.load();
     std::vector<uint64_t> loads(6);
     for (size_t i = 0; i < 6; ++i) {
-      const BackendCell& cell = *set_.backends()[i].cell;
-      loads[i] = FleetEstimate(cell.report.Fresh(now, 1'000'000'000),
+      BackendCell& cell = *set_.backends()[i].cell;
+      loads[i] = FleetEstimate(cell.fleet().report.Fresh(now, 1'000'000'000),
                                cell.in_flight->Load());
     }
     const std::string key =
@@ -348,7 +349,8 @@ TEST_F(FleetPickerTest, ReportsAndPicksOnManyThreads) {
         const size_t i = rng() % 8;
         BackendCell& cell = *set_.backends()[i].cell;
         fake_now_ns += 1000;
-        cell.report.Store(rng() % 20, cell.in_flight->Load(), fake_now_ns);
+        cell.fleet().report.Store(rng() % 20, cell.in_flight->Load(),
+                                  fake_now_ns);
       }
     });
   }
