@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "candidate_hash.h"
@@ -49,8 +50,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "identity chunks are read little-endian");
 
 HWY_BEFORE_NAMESPACE();
-namespace poise::internal {
-namespace HWY_NAMESPACE {
+namespace poise::internal::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 using D = hn::ScalableTag<uint64_t>;
@@ -647,9 +647,9 @@ void HashIdentityOffsets(const char* identity, size_t size, uint64_t power,
       l0 = hn::Add(l0, step);
       lp0 = hn::Add(lp0, power_step);
     }
-    for (size_t t = 0; t < size; ++t) {
-      const V b = hn::Set(d, uint64_t{static_cast<uint8_t>(identity[t])});
-      for (size_t g = 0; g < kG; ++g) h[g] = MulFnvPrime(hn::Xor(h[g], b));
+    for (const char ch : std::string_view(identity, size)) {
+      const V b = hn::Set(d, uint64_t{static_cast<uint8_t>(ch)});
+      for (V& state : h) state = MulFnvPrime(hn::Xor(state, b));
     }
     for (size_t g = 0; g < kG; ++g) {
       const V fnv = MulFnvPrime(hn::Xor(h[g], ff));
@@ -661,8 +661,7 @@ void HashIdentityOffsets(const char* identity, size_t size, uint64_t power,
 // The target these kernels were compiled for.
 int64_t KernelTarget() { return HWY_TARGET; }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace poise::internal
+}  // namespace poise::internal::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
