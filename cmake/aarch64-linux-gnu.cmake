@@ -19,6 +19,6 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 # aarch64.so.1): "-L /". With "-L /usr/aarch64-linux-gnu" the loader would
 # come from the cross toolchain's libc and libc.so.6 from the multiarch one,
 # two glibc builds that hang in the first pthread_create. The CPU qemu
-# emulates comes from QEMU_CPU (unset: qemu's default, with NEON and no SVE;
-# QEMU_CPU=max adds SVE).
+# emulates comes from QEMU_CPU (unset: "max", with SVE and SVE2;
+# QEMU_CPU=cortex-a72: NEON without SVE).
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /)
