@@ -104,7 +104,8 @@ constexpr size_t kMaxNamesInFailure = 10;
 // "a:1, b:2, ... and N more".
 std::string FirstNames(const std::vector<std::string>& names) {
   const size_t shown = std::min(names.size(), kMaxNamesInFailure);
-  std::string out = absl::StrJoin(names.begin(), names.begin() + shown, ", ");
+  std::string out = absl::StrJoin(
+      names.begin(), names.begin() + static_cast<std::ptrdiff_t>(shown), ", ");
   if (names.size() > shown) {
     absl::StrAppend(&out, " and ", names.size() - shown, " more");
   }
