@@ -229,7 +229,7 @@ print("key cache (keyCache): median of 3 runs (range); thread CPU time, "
       "36-byte keys, the default cache (16,384 entries)")
 print("| figure | n | policy, weights | measured | goal | |")
 print("|---|---:|---|---:|---:|---|")
-for n in (100, 1000):
+for n in (100, 256, 1000):
     for bounded in (0, 1):
         for w in (1, 2):
             name = f"BM_ZipfPaired/{n}/{bounded}/{w}/0"
@@ -257,7 +257,7 @@ for n in (100, 1000):
     print(f"| a hit / a ring pick (ns: {show(hit, '{:.1f}')} / "
           f"{show(ring, '{:.1f}')}) | {n} | weighted, one weight "
           f"| {show(r, '{:.2f}')} | ≤ 1 | {verdict(r, lambda x: x <= 1)} |")
-for n in (64, 100, 1000):
+for n in (64, 100, 256, 1000):
     for bounded in (0, 1):
         name = f"BM_DistinctPaired/{n}/{bounded}"
         r = counter(name, "on_over_off")

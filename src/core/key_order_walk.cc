@@ -195,7 +195,8 @@ WalkStep StepFromHeads(const Walk& walk, const uint64_t* z, const size_t* order,
 }  // namespace
 
 Walk StartWalk(const PreparedList& list, uint32_t factor_percent,
-               uint64_t total_load, size_t owner, DecisionScratch& scratch) {
+               uint64_t total_load, size_t owner, DecisionScratch& scratch,
+               size_t quota) {
   Walk walk;
   walk.groups = list.path == ListPath::kTwoWeights ? 2 : 1;
   for (size_t k = 0; k < 2; ++k) {
@@ -204,8 +205,10 @@ Walk StartWalk(const PreparedList& list, uint32_t factor_percent,
         Bound(factor_percent, total_load, list.weights[k], list.total_weight);
   }
   walk.owner = owner;
-  walk.threshold = list.survivor_threshold;
-  walk.quota = kSurvivorQuota;
+  walk.threshold = quota == kSurvivorQuota
+                       ? list.survivor_threshold
+                       : SurvivorThreshold(list.eligible.size(), quota);
+  walk.quota = quota;
   scratch.list()[0] = owner;
   walk.visited = walk.listed = 1;
   walk.steps = 0;

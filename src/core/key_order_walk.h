@@ -53,9 +53,11 @@ struct WalkStep {
 };
 
 // The walk's first level after the full `owner` (its first visited), every
-// bound counting `total_load` calls. scratch.hashes() holds every eligible z.
+// bound counting `total_load` calls: the eligible whose z about `quota` of
+// them reach. scratch.hashes() holds every eligible z.
 Walk StartWalk(const PreparedList& list, uint32_t factor_percent,
-               uint64_t total_load, size_t owner, DecisionScratch& scratch);
+               uint64_t total_load, size_t owner, DecisionScratch& scratch,
+               size_t quota = kSurvivorQuota);
 
 // The next candidate in the key's order, listing further levels as needed.
 WalkStep NextInKeyOrder(const PreparedList& list, Walk& walk,

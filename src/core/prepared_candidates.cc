@@ -139,10 +139,11 @@ size_t PreparedCandidates::OrderPrefix(std::string_view key, size_t count,
   out[0] = static_cast<uint32_t>(owner.value());
   size_t written = 1;
   if (written == count) return written;
-  // The walk's bounds are not read: no load is.
+  // The walk's bounds are not read: no load is. Its first level lists about
+  // twice the prefix, so that one level serves as a rule.
   internal::Walk walk =
       internal::StartWalk(list_, BoundedLoadRendezvous::kMinFactorPercent,
-                          /*total_load=*/0, owner.value(), scratch);
+                          /*total_load=*/0, owner.value(), scratch, 2 * count);
   while (written < count) {
     const internal::WalkStep step =
         internal::NextInKeyOrder(list_, walk, scratch);

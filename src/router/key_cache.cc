@@ -179,24 +179,7 @@ bool KeyOrderCache::ReadSlot(const Slot& slot, const Probe& probe,
 // ---------------------------------------------------------------------------
 // The adaptive lookups
 
-// One thread's recent lookups on one cache.
-struct KeyOrderCache::LookupRecord {
-  uint64_t cache = 0;  // the id of the cache looked up last
-  bool bypassed = false;
-  uint32_t picks = 0;  // while bypassed
-  uint32_t looked = 0;
-  uint32_t useful = 0;  // hits and admitted keys
-};
-
-KeyOrderCache::LookupRecord& KeyOrderCache::ThisThreadsRecord() {
-  thread_local LookupRecord record;
-  return record;
-}
-
-bool KeyOrderCache::LookUpOnThisThread(LookupRecord& r) const {
-  if (r.cache != id_) r = LookupRecord{id_};
-  return !r.bypassed || ++r.picks % kBypassStride == 0;
-}
+thread_local KeyOrderCache::LookupRecord KeyOrderCache::this_threads_record;
 
 void KeyOrderCache::RecordLookup(LookupRecord& r, bool useful) {
   r.useful += useful ? 1 : 0;
@@ -208,10 +191,10 @@ void KeyOrderCache::RecordLookup(LookupRecord& r, bool useful) {
 // ---------------------------------------------------------------------------
 // Lookups and inserts
 
-KeyOrderCache::Lookup KeyOrderCache::Find(std::string_view key,
-                                          KeyOrderPrefix* prefix) {
-  LookupRecord& record = ThisThreadsRecord();
-  if (!LookUpOnThisThread(record)) return Lookup::kMiss;
+KeyOrderCache::Lookup KeyOrderCache::LookUp(std::string_view key,
+                                            KeyOrderPrefix* prefix,
+                                            LookupRecord& record) {
+  if (record.cache != id_) record = LookupRecord{id_};
   const Probe p = ProbeOf(key);
   if (!p.cacheable) return Lookup::kMiss;
   std::atomic<uint64_t>& set_tags = tags_[p.set];

@@ -69,7 +69,7 @@ class KeyOrderCache final {
   // The adaptive lookups (above).
   static constexpr uint32_t kWindow = 64;
   static constexpr uint32_t kWindowUsefulToStay = 4;
-  static constexpr uint32_t kBypassStride = 64;
+  static constexpr uint32_t kBypassStride = 256;
 
   // At least kWays entries; rounded up to a multiple of kWays.
   explicit KeyOrderCache(size_t entries);
@@ -82,7 +82,15 @@ class KeyOrderCache final {
     kAdmit,  // a miss, of a key missed recently: Insert() its prefix
     kMiss,   // a miss; also a key past kMaxKeyBytes, or a bypassed lookup
   };
-  Lookup Find(std::string_view key, KeyOrderPrefix* prefix);
+  // Inline: a bypassed lookup costs a few instructions in the pick.
+  Lookup Find(std::string_view key, KeyOrderPrefix* prefix) {
+    LookupRecord& record = this_threads_record;
+    if (record.cache == id_ && record.bypassed &&
+        ++record.picks % kBypassStride != 0) {
+      return Lookup::kMiss;
+    }
+    return LookUp(key, prefix, record);
+  }
 
   // Stores `prefix` (1 to kCapacity indices) for `key` (at most
   // kMaxKeyBytes: longer keys are not stored). A concurrent insert into the
@@ -98,11 +106,18 @@ class KeyOrderCache final {
   Probe ProbeOf(std::string_view key) const;
   static bool ReadSlot(const Slot& slot, const Probe& probe,
                        KeyOrderPrefix* prefix);
-  // The adaptive lookups: this thread's record, whether it looks the key
-  // up, and what the lookup did (found or admitted the key: useful).
-  struct LookupRecord;
-  static LookupRecord& ThisThreadsRecord();
-  bool LookUpOnThisThread(LookupRecord& record) const;
+  // The adaptive lookups: one thread's recent lookups on one cache, and what
+  // a lookup did (found or admitted the key: useful).
+  struct LookupRecord {
+    uint64_t cache = 0;  // the id of the cache looked up last
+    bool bypassed = false;
+    uint32_t picks = 0;  // while bypassed
+    uint32_t looked = 0;
+    uint32_t useful = 0;  // hits and admitted keys
+  };
+  static thread_local LookupRecord this_threads_record;
+  Lookup LookUp(std::string_view key, KeyOrderPrefix* prefix,
+                LookupRecord& record);
   static void RecordLookup(LookupRecord& record, bool useful);
 
   const uint64_t id_;  // names it in its threads' lookup records

@@ -212,7 +212,10 @@ std::optional<PickOutcome> Picker::PickAlong(
     return PickOutcome{PickOutcome::Queue{}};
   }
   if (bounded_) return PickBounded(key, &prefix);
-  // P3: the first READY one.
+  // P3: the first READY one (the first, where every backend is).
+  if (ready_count_ == list_->backends.size()) {
+    return TakeOwner(key, prefix.index[0], true);
+  }
   for (size_t j = 0; j < prefix.size; ++j) {
     const size_t i = prefix.index[j];
     if (ready_.candidates()[i].IsEligible()) return TakeOwner(key, i, true);

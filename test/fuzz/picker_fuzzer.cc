@@ -1,6 +1,7 @@
 // libFuzzer: the picker's header path. A bounded_load_rendezvous policy over
-// four READY fake subchannels (gRPC 1.51's lb_policy_test_lib.h) picks for
-// arbitrary header values (any bytes, any length) or none. Invariants: a keyed
+// four READY fake subchannels (gRPC 1.51's lb_policy_test_lib.h), with a key
+// cache of 64 entries, picks for arbitrary header values (any bytes, any
+// length) or none. Invariants: a keyed
 // pick completes at the core's owner (loads are idle, so no spill); a missing
 // header goes anywhere (missingKey RANDOM); the call tracker returns every
 // counter to zero.
@@ -61,7 +62,8 @@ class Harness final : public grpc_core::testing::LoadBalancingPolicyTest {
       update.addresses->emplace_back(MakeAddress(uri), ChannelArgs());
     }
     update.config = MakeConfig(*grpc_core::Json::Parse(
-        R"([{"bounded_load_rendezvous":{"hashHeader":"x-session-id"}}])"));
+        R"([{"bounded_load_rendezvous":{"hashHeader":"x-session-id",)"
+        R"("keyCache":64}}])"));
     FUZZ_CHECK(ApplyUpdate(std::move(update), policy_.get()).ok());
     for (const auto& uri : uris_) {
       ExecCtx exec_ctx;
