@@ -490,8 +490,9 @@ std::array<double, kRuns> PairedRuns(
     for (size_t turn = 0; turn < kRuns; ++turn) {
       const size_t r = (first + turn) % kRuns;
       const auto t = Clock::now();
-      for (size_t j = 0; j < kPairedBlock; ++j)
+      for (size_t j = 0; j < kPairedBlock; ++j) {
         runs[r](keys[(k + j) % kKeyPool]);
+      }
       spent[r] += Clock::now() - t;
     }
     first = (first + 1) % kRuns;

@@ -91,9 +91,15 @@ inline void HashCandidatesScalar(uint64_t key_state, const Candidate* c,
 // for every target of the build (x86-64: SSE4, AVX2, AVX-512, EMU128;
 // AArch64: NEON, SVE), the best one the CPU runs chosen at the first call.
 
-// HashCandidatesScalar's z, several candidates per vector.
+// HashCandidatesScalar's z: by HashCandidatesInBlocks where the target has a
+// 64-bit lane product (AVX-512), else by the scalar chains (the faster
+// there).
 void HashCandidatesVector(uint64_t key_state, const Candidate* c, size_t n,
                           uint64_t* z);
+// The same, blocks of four vectors of FNV-1a chains on every target (tests
+// check it wherever it is not the one HashCandidatesVector runs).
+void HashCandidatesInBlocks(uint64_t key_state, const Candidate* c, size_t n,
+                            uint64_t* z);
 
 // Below this many candidates the scalar kernel is as fast: a vector block
 // costs about one 64-bit product's latency per identity byte whatever its

@@ -106,7 +106,8 @@ INSTANTIATE_TEST_SUITE_P(HashKernels, HashKernelsOnTarget, test_util::Kernels(),
 
 TEST_P(HashKernelsOnTarget, VectorHashKernelEqualsMixed) {
   EXPECT_EQ(internal::ActiveHashTarget(), GetParam());
-  CheckKernelAgainstMixed(&internal::HashCandidatesVector, 52, 25000);
+  CheckKernelAgainstMixed(&internal::HashCandidatesVector, 52, 15000);
+  CheckKernelAgainstMixed(&internal::HashCandidatesInBlocks, 56, 25000);
 }
 
 // Identities that end exactly where a readable page does (the next page is
@@ -128,7 +129,8 @@ TEST_P(HashKernelsOnTarget, ReadNoByteBeyondAnIdentity) {
   }
   const KeyHash hash("edge-key");
   const Kernel kernels[] = {&internal::HashCandidatesScalar,
-                            &internal::HashCandidatesVector};
+                            &internal::HashCandidatesVector,
+                            &internal::HashCandidatesInBlocks};
   std::vector<Candidate> c(kIds);
   std::vector<uint64_t> z(kIds);
   for (size_t len = 0; len <= 64; ++len) {

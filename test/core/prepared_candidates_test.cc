@@ -184,6 +184,36 @@ TEST_P(PreparedByKernel, EqualsTheGeneralPathOnRandomLists) {
   EXPECT_GT(lazy_routes, 50000u);  // the route skipped the others' loads
 }
 
+// Lists of three to eight weights (the general path, every weight's leader
+// from one pass of the vector kernel) and of nine (no grouping), with
+// ineligible members and duplicate identities: the pick is the contract's.
+TEST_P(PreparedByKernel, ManyWeightPicksAreTheContracts) {
+  std::mt19937_64 rng(11);
+  size_t general = 0, picks = 0;
+  for (int list = 0; list < 300; ++list) {
+    const size_t weights = 3 + static_cast<size_t>(list % 7);  // 3..9
+    const size_t n = 1 + rng() % 90;
+    std::vector<contract::LoadedCandidate> backends;
+    for (size_t i = 0; i < n; ++i) {
+      const bool duplicate = i > 0 && rng() % 12 == 0;
+      backends.push_back(
+          {duplicate ? backends[rng() % i].identity
+                     : "10.2." + std::to_string(list) + "." + std::to_string(i),
+           static_cast<uint32_t>(1 + rng() % weights), 0, rng() % 6 != 0});
+    }
+    const std::vector<Candidate> candidates = test_util::View(backends);
+    const PreparedCandidates prepared(candidates, TableOf(candidates));
+    general += prepared.path() == Path::kGeneral;
+    for (int k = 0; k < 100; ++k) {
+      const std::string key = "many-" + std::to_string(rng() % 1000000);
+      ExpectSame(prepared.Pick(key), contract::Pick(key, backends));
+      ++picks;
+    }
+  }
+  EXPECT_GT(general, 200u);
+  EXPECT_EQ(picks, 30000u);
+}
+
 // The short paths against the contract itself (not only the general path),
 // on one-weight and two-weight lists with unequal loads.
 TEST_P(PreparedByKernel, ShortPathAnswersAreTheContracts) {
