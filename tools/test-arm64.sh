@@ -4,8 +4,8 @@
 # GoogleTest built from Debian's sources) and their tests run under qemu-user
 # twice: on a Cortex-A72 (ARMv8.0: NEON, no SVE) and on qemu's max CPU
 # (SVE, SVE2; also qemu-aarch64's default CPU).
-# Separate from tools/test.sh because emulation makes it long: up to half
-# an hour from scratch on 2 cores (docs/reliability.md). Under emulation only
+# Separate from tools/test.sh because emulation makes it long: about 20
+# minutes from scratch on 2 cores (docs/reliability.md). Under emulation only
 # correctness counts; the times printed are for information.
 #   POISE_ARM64_BUILD_DIR=dir   where the build goes (default: build-arm64)
 set -euo pipefail

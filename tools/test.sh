@@ -12,7 +12,7 @@
 #                           test/tsan.supp)
 # See docs/reliability.md for what each mode covers and how long it takes.
 # The core on ARM64 under qemu is a separate script, tools/test-arm64.sh
-# (up to half an hour on 2 cores: too long for this one).
+# (about 20 minutes from scratch on 2 cores: too long for this one).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${POISE_BUILD_DIR:-$root/build}
