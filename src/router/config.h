@@ -125,7 +125,8 @@ inline constexpr size_t kMaxErrorsPerKind = 10;
 std::optional<absl::Duration> ParseDuration(std::string_view text);
 
 // keyCache: a cache of key orders, shared by the channels whose backend lists
-// have the same identities and weights (src/router/key_cache.h).
+// have the same identities and weights (src/router/key_cache.h). Off unless
+// asked for: on keys that never repeat it costs a little (docs/performance.md).
 struct KeyCacheConfig {
   static constexpr uint32_t kDefaultEntries = 16384;
   static constexpr uint32_t kMinEntries = 64;
@@ -134,9 +135,9 @@ struct KeyCacheConfig {
   // shorter ones a pick costs about what a lookup does.
   static constexpr size_t kDefaultMinBackends = 64;
 
-  bool enabled = true;
-  // A size ("keyCache": N): N entries, for lists of any size; nullopt:
-  // kDefaultEntries from kDefaultMinBackends backends.
+  bool enabled = false;  // "keyCache": true or a size
+  // A size ("keyCache": N): N entries, for lists of any size; nullopt
+  // ("keyCache": true): kDefaultEntries from kDefaultMinBackends backends.
   std::optional<uint32_t> entries;
 
   // The entries of the cache of a list of `backends` backends; 0: none.

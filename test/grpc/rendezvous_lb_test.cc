@@ -331,7 +331,8 @@ absl::StatusOr<router::Config> ParseKeyCache(const std::string& key_cache) {
 TEST(KeyCacheConfig, FalseTrueOrASize) {
   auto on = ParseKeyCache("true");
   ASSERT_TRUE(on.ok()) << on.status();
-  EXPECT_EQ(on->key_cache, router::KeyCacheConfig());
+  EXPECT_TRUE(on->key_cache.enabled);
+  EXPECT_EQ(on->key_cache.entries, std::nullopt);
   auto off = ParseKeyCache("false");
   ASSERT_TRUE(off.ok()) << off.status();
   EXPECT_FALSE(off->key_cache.enabled);
@@ -342,6 +343,7 @@ TEST(KeyCacheConfig, FalseTrueOrASize) {
   auto absent = ParseKeyCache("null");
   ASSERT_TRUE(absent.ok()) << absent.status();
   EXPECT_EQ(absent->key_cache, router::KeyCacheConfig());
+  EXPECT_FALSE(absent->key_cache.enabled);  // off unless asked for
   const std::string rule =
       "errors validating weighted_rendezvous LB policy config: "
       "[field:keyCache error:must be false, true or a number of entries from "

@@ -249,19 +249,24 @@ INSTANTIATE_TEST_SUITE_P(Rules, RouterConfigRule,
                          });
 
 TEST(RouterConfig, KeyCacheEntriesByListSize) {
+  const KeyCacheConfig absent;
+  EXPECT_FALSE(absent.enabled);
+  EXPECT_EQ(absent.EntriesFor(1000), 0u);
   KeyCacheConfig on;
-  EXPECT_TRUE(on.enabled);
+  on.enabled = true;
   EXPECT_EQ(on.EntriesFor(0), 0u);
   EXPECT_EQ(on.EntriesFor(KeyCacheConfig::kDefaultMinBackends - 1), 0u);
   EXPECT_EQ(on.EntriesFor(KeyCacheConfig::kDefaultMinBackends),
             KeyCacheConfig::kDefaultEntries);
   KeyCacheConfig sized;
+  sized.enabled = true;
   sized.entries = KeyCacheConfig::kMinEntries;
   EXPECT_EQ(sized.EntriesFor(1), KeyCacheConfig::kMinEntries);
   KeyCacheConfig off;
   off.enabled = false;
   EXPECT_EQ(off.EntriesFor(1000), 0u);
   EXPECT_FALSE(off == on);
+  EXPECT_TRUE(off == absent);
   for (const uint32_t entries :
        {KeyCacheConfig::kMinEntries, KeyCacheConfig::kMaxEntries}) {
     Config config;

@@ -287,9 +287,13 @@ class CachedPickerTest : public ::testing::Test {
     }
     set_.Update(entries, *uncached_config_);
   }
+  // The cached picker's cache: `entries`, or as `config` says.
   void SetConfig(Config config, std::optional<uint32_t> entries) {
     ASSERT_TRUE(NormalizeAndValidate(config).empty());
-    config.key_cache.entries = entries;
+    if (entries.has_value()) {
+      config.key_cache.enabled = true;
+      config.key_cache.entries = entries;
+    }
     cached_config_ = std::make_shared<const Config>(config);
     config.key_cache.enabled = false;
     uncached_config_ = std::make_shared<const Config>(config);
@@ -563,6 +567,7 @@ TEST_F(CachedPickerTest, ServerLoadEqualsTheUncachedPick) {
 // pick is the key's owner.
 TEST(CachedPickers, ChannelsSharingACachePickAtOnce) {
   Config config = ValidConfig();
+  config.key_cache.enabled = true;
   config.key_cache.entries = 64;  // small: inserts race with lookups
   ASSERT_TRUE(NormalizeAndValidate(config).empty());
   const auto shared_config = std::make_shared<const Config>(config);
@@ -607,8 +612,9 @@ TEST(CachedPickers, ChannelsSharingACachePickAtOnce) {
   EXPECT_GT(from_cache.load(), 40000u);
 }
 
-// The default cache serves long lists only, not while weights ramp, not
-// lists of three weights; "keyCache": false serves none.
+// "keyCache": true serves long lists only, not while weights ramp, not lists
+// of three weights; no keyCache (the default) and "keyCache": false serve
+// none.
 TEST_F(CachedPickerTest, WhichPickersUseACache) {
   const auto from_cache_of = [this](const std::vector<uint32_t>& effective) {
     BuildPickers(test::States(set_.backends().size(), RoutingState::kReady),
@@ -622,6 +628,11 @@ TEST_F(CachedPickerTest, WhichPickersUseACache) {
     return hits;
   };
   SetConfig(ValidConfig(), std::nullopt);
+  SetList(std::vector<uint32_t>(100, 1), 0);
+  EXPECT_EQ(from_cache_of({}), 0u);
+  Config on = ValidConfig();
+  on.key_cache.enabled = true;
+  SetConfig(on, std::nullopt);
   SetList(std::vector<uint32_t>(KeyCacheConfig::kDefaultMinBackends - 1, 1), 0);
   EXPECT_EQ(from_cache_of({}), 0u);
   SetList(std::vector<uint32_t>(KeyCacheConfig::kDefaultMinBackends, 1), 0);
