@@ -103,8 +103,8 @@ TEST(KeyOrderCache, AHitIsTheKeysOwnPrefix) {
     std::mt19937_64 rng(5);
     for (int step = 0; step < 200000; ++step) {
       // A few hot keys (the thread keeps looking up) among many cold ones.
-      const auto k = static_cast<uint32_t>(rng() % 2 == 0 ? rng() % 20
-                                                          : rng() % 3000);
+      const auto k =
+          static_cast<uint32_t>(rng() % 2 == 0 ? rng() % 20 : rng() % 3000);
       KeyOrderPrefix found;
       switch (cache.Find(KeyNumbered(k), &found)) {
         case KeyOrderCache::Lookup::kHit:
