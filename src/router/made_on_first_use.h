@@ -7,6 +7,8 @@
 #include <atomic>
 #include <memory>
 
+#include "absl/base/attributes.h"
+
 namespace poise::router {
 
 // A T made by the first Get(), on any thread (others racing it get the
@@ -27,7 +29,9 @@ class MadeOnFirstUse final {
   const T* IfMade() const { return made_.load(std::memory_order_acquire); }
 
  private:
-  T& Make() {
+  // Out of line: Get() is on the paths of picks and ended calls, which run
+  // with cold caches, and this runs once.
+  ABSL_ATTRIBUTE_NOINLINE T& Make() {
     auto made = std::make_unique<T>();
     T* expected = nullptr;
     if (made_.compare_exchange_strong(expected, made.get(),
