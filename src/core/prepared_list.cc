@@ -7,11 +7,19 @@
 namespace poise::internal {
 namespace {
 
+// Empties `v` and frees its storage (clear() keeps it): a picker keeps its
+// prepared lists while it lives, one per channel.
+template <typename T>
+void Free(std::vector<T>& v) {
+  std::vector<T>().swap(v);
+}
+
 // The eligible candidates and their weights, if there are at most two
 // distinct ones (in order of first appearance); false for more.
 bool ListEligible(PreparedList& list) {
   const size_t n = list.candidates.size();
   list.has_second.assign(n, 0);
+  list.eligible.reserve(n);  // at most n, and usually n (every one READY)
   for (size_t i = 0; i < n; ++i) {
     const Candidate& c = list.candidates[i];
     if (!c.IsEligible()) continue;
@@ -65,15 +73,15 @@ void GroupByWeight(PreparedList& list) {
 
 void TakeGeneralPath(PreparedList& list) {
   list.path = ListPath::kGeneral;
-  list.eligible.clear();
-  list.has_second.clear();
+  Free(list.eligible);
+  Free(list.has_second);
   list.weights[0] = list.weights[1] = 0;
   list.total_weight = 0;
   // Three to kMaxGroups weights: each weight's leader from one pass.
   GroupByWeight(list);
   if (list.group_count < 3) {
     list.group_count = 0;
-    list.group_bits.clear();
+    Free(list.group_bits);
   }
 }
 
@@ -103,7 +111,7 @@ PreparedList PrepareList(std::vector<Candidate> candidates,
     return list;
   }
   list.path = ListPath::kOneWeight;
-  list.has_second.clear();
+  Free(list.has_second);
   if (!list.every_candidate_eligible()) {
     list.eligible_bits =
         BitsOf(n, [&](size_t i) { return list.candidates[i].IsEligible(); });

@@ -9,6 +9,7 @@
 #include <grpc/support/port_platform.h>
 // clang-format on
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -155,28 +156,34 @@ class RendezvousLb final : public LoadBalancingPolicy {
   void ResetBackoffLocked() override;
 
  private:
-  // One listed backend's subchannel and its connectivity watcher. Kept to 40
-  // bytes (one per backend and channel): no virtual destructor (the class is
-  // final), a 32-bit index, the report sink by pointer.
-  class BackendSubchannel final
-      : public grpc_core::RefCounted<BackendSubchannel,
-                                     grpc_core::NonPolymorphicRefCount> {
+  // One listed backend's subchannel and its connectivity watcher, held by
+  // value in backends_: three pointers and no allocation of its own (one per
+  // backend and channel). Its watcher names it by its index in backends_,
+  // which UpdateBackendsLocked keeps current.
+  class BackendSubchannel final {
    public:
     explicit BackendSubchannel(RefCountedPtr<SubchannelInterface> subchannel)
         : subchannel_(std::move(subchannel)) {}
+    // Leaves `other` empty: its ShutdownLocked() then does nothing.
+    BackendSubchannel(BackendSubchannel&& other) noexcept
+        : subchannel_(std::move(other.subchannel_)),
+          oob_sink_(std::exchange(other.oob_sink_, nullptr)),
+          watcher_(std::exchange(other.watcher_, nullptr)) {}
 
     const RefCountedPtr<SubchannelInterface>& subchannel() const {
       return subchannel_;
     }
-    bool removed() const { return watcher_ == nullptr; }
-    void StartWatchingLocked(RefCountedPtr<RendezvousLb> policy);
+    // Watches the subchannel, reporting its changes to `policy` as those of
+    // backend `index`.
+    void StartWatchingLocked(RefCountedPtr<RendezvousLb> policy,
+                             uint32_t index);
+    // The backend is now backend `index`.
+    void SetIndexLocked(uint32_t index);
     void ShutdownLocked();
     // serverLoad: out-of-band reports into `cell` (null: ignored), the
     // stream opened at the first call with a nonzero interval.
     void RouteLoadReportsLocked(const RendezvousLb& policy,
                                 std::shared_ptr<router::BackendCell> cell);
-
-    uint32_t index = 0;  // in set_.backends(), states_ and backends_
 
    private:
     class Watcher;
@@ -186,7 +193,8 @@ class RendezvousLb final : public LoadBalancingPolicy {
     // the subchannel owns (gRPC 1.51 cannot remove one): alive while
     // subchannel_ holds the subchannel.
     OobReportSink* oob_sink_ = nullptr;
-    SubchannelInterface::ConnectivityStateWatcherInterface* watcher_ = nullptr;
+    // Owned by the subchannel until ShutdownLocked() cancels the watch.
+    Watcher* watcher_ = nullptr;
   };
 
   ~RendezvousLb() override;
@@ -203,8 +211,8 @@ class RendezvousLb final : public LoadBalancingPolicy {
   // what the update did, traced.
   void TraceUpdateLocked(const router::BackendSet::UpdateReport& report) const;
 
-  void OnBackendStateLocked(BackendSubchannel* backend,
-                            grpc_connectivity_state state,
+  // Backend `index`'s subchannel reported `state`.
+  void OnBackendStateLocked(uint32_t index, grpc_connectivity_state state,
                             const absl::Status& status);
   // Publishes the channel's state and its picker.
   void UpdatePickerLocked();
@@ -221,7 +229,7 @@ class RendezvousLb final : public LoadBalancingPolicy {
   ChannelArgs args_;
   router::BackendSet set_;
   // Both by backend index in set_.backends().
-  std::vector<RefCountedPtr<BackendSubchannel>> backends_;
+  std::vector<BackendSubchannel> backends_;
   std::vector<router::BackendState> states_;
   std::string resolution_note_;
   absl::Status address_error_;
@@ -235,35 +243,48 @@ class RendezvousLb final : public LoadBalancingPolicy {
 class RendezvousLb::BackendSubchannel::Watcher final
     : public SubchannelInterface::ConnectivityStateWatcherInterface {
  public:
-  Watcher(RefCountedPtr<RendezvousLb> policy,
-          RefCountedPtr<BackendSubchannel> backend)
-      : policy_(std::move(policy)), backend_(std::move(backend)) {}
+  Watcher(RefCountedPtr<RendezvousLb> policy, uint32_t index)
+      : policy_(std::move(policy)), index_(index) {}
 
-  // gRPC 1.51 delivers these in the policy's work serializer.
+  // gRPC 1.51 delivers these in the policy's work serializer, also some
+  // queued before the watch was cancelled: those are dropped.
   void OnConnectivityStateChange(grpc_connectivity_state state,
                                  absl::Status status) override {
-    policy_->OnBackendStateLocked(backend_.get(), state, status);
+    if (index_ != kCancelled) {
+      policy_->OnBackendStateLocked(index_, state, status);
+    }
   }
   grpc_pollset_set* interested_parties() override {
     return policy_->interested_parties();
   }
 
+  void set_index(uint32_t index) { index_ = index; }
+  // Called just before the watch is cancelled: the backend is gone.
+  void Cancel() { index_ = kCancelled; }
+
  private:
+  static constexpr uint32_t kCancelled = UINT32_MAX;
+
   RefCountedPtr<RendezvousLb> policy_;
-  RefCountedPtr<BackendSubchannel> backend_;
+  uint32_t index_;  // in backends_; kCancelled once the backend is gone
 };
 
 void RendezvousLb::BackendSubchannel::StartWatchingLocked(
-    RefCountedPtr<RendezvousLb> policy) {
-  auto watcher = std::make_unique<Watcher>(std::move(policy), Ref());
+    RefCountedPtr<RendezvousLb> policy, uint32_t index) {
+  auto watcher = std::make_unique<Watcher>(std::move(policy), index);
   watcher_ = watcher.get();
   subchannel_->WatchConnectivityState(std::move(watcher));
   // Eager: spill targets must be warm before a hot key needs them.
   subchannel_->RequestConnection();
 }
 
+void RendezvousLb::BackendSubchannel::SetIndexLocked(uint32_t index) {
+  if (watcher_ != nullptr) watcher_->set_index(index);
+}
+
 void RendezvousLb::BackendSubchannel::ShutdownLocked() {
   if (watcher_ != nullptr) {
+    watcher_->Cancel();
     subchannel_->CancelConnectivityStateWatch(watcher_);
     watcher_ = nullptr;
   }
@@ -315,7 +336,7 @@ void RendezvousLb::ShutdownLocked() {
   shutdown_ = true;
   slow_start_timer_.CancelStepTimerLocked();
   slow_start_.reset();
-  for (auto& backend : backends_) backend->ShutdownLocked();
+  for (auto& backend : backends_) backend.ShutdownLocked();
   backends_.clear();
   states_.clear();
   set_.Clear();
@@ -325,7 +346,7 @@ void RendezvousLb::ShutdownLocked() {
 }
 
 void RendezvousLb::ResetBackoffLocked() {
-  for (auto& backend : backends_) backend->subchannel()->ResetBackoff();
+  for (auto& backend : backends_) backend.subchannel()->ResetBackoff();
 }
 
 absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
@@ -377,7 +398,7 @@ void RendezvousLb::ApplySlowStartConfigLocked() {
 
 router::BackendSet::UpdateReport RendezvousLb::UpdateBackendsLocked(
     const ResolvedEntries& resolved, bool args_changed) {
-  std::vector<RefCountedPtr<BackendSubchannel>> previous = std::move(backends_);
+  std::vector<BackendSubchannel> previous = std::move(backends_);
   std::vector<router::BackendState> previous_states = std::move(states_);
   backends_.clear();
   states_.clear();
@@ -388,10 +409,12 @@ router::BackendSet::UpdateReport RendezvousLb::UpdateBackendsLocked(
   std::vector<bool> new_subchannel;
   // Called in list order: backends_ and states_ follow set_.backends().
   auto admit = [&](const router::BackendSet::Admission& admission) {
+    const auto index = static_cast<uint32_t>(backends_.size());
     new_subchannel.push_back(!admission.previous.has_value() || args_changed);
     if (!new_subchannel.back()) {
       backends_.push_back(std::move(previous[*admission.previous]));
       states_.push_back(std::move(previous_states[*admission.previous]));
+      backends_.back().SetIndexLocked(index);
     } else {
       auto subchannel = channel_control_helper()->CreateSubchannel(
           *resolved.sources[admission.entry], args_);
@@ -399,30 +422,28 @@ router::BackendSet::UpdateReport RendezvousLb::UpdateBackendsLocked(
         new_subchannel.pop_back();
         return false;
       }
-      backends_.push_back(
-          grpc_core::MakeRefCounted<BackendSubchannel>(std::move(subchannel)));
+      backends_.emplace_back(std::move(subchannel));
       states_.emplace_back();
-      backends_.back()->StartWatchingLocked(
+      backends_.back().StartWatchingLocked(
           RefCountedPtr<RendezvousLb>(static_cast<RendezvousLb*>(
-              Ref(DEBUG_LOCATION, "Watcher").release())));
+              Ref(DEBUG_LOCATION, "Watcher").release())),
+          index);
     }
-    backends_.back()->index = static_cast<uint32_t>(backends_.size() - 1);
     return true;
   };
   set_.SetLoadScope(router::LoadScopeForChannel(
       config_->config()->load_scope, stats_->label(), set_.load_scope()));
   const router::BackendSet::UpdateReport report =
       set_.Update(resolved.entries, *config_->config(), admit);
-  for (auto& gone : previous) {
-    if (gone != nullptr) gone->ShutdownLocked();
-  }
+  // Those not listed again (the others were moved from: nothing to do).
+  for (auto& gone : previous) gone.ShutdownLocked();
   for (size_t i = 0; i < backends_.size(); ++i) {
     const std::shared_ptr<router::BackendCell>& cell = set_.backends()[i].cell;
     if (new_subchannel[i]) {
       cell->connectivity.store(router::Connectivity::kIdle,
                                std::memory_order_relaxed);
     }
-    backends_[i]->RouteLoadReportsLocked(*this, cell);
+    backends_[i].RouteLoadReportsLocked(*this, cell);
   }
   return report;
 }
@@ -440,11 +461,11 @@ void RendezvousLb::TraceUpdateLocked(
   }
 }
 
-void RendezvousLb::OnBackendStateLocked(BackendSubchannel* backend,
+void RendezvousLb::OnBackendStateLocked(uint32_t index,
                                         grpc_connectivity_state state,
                                         const absl::Status& status) {
-  if (shutdown_ || backend->removed()) return;  // a stale notification
-  const std::string_view address = set_.backends()[backend->index].address;
+  if (shutdown_) return;  // a stale notification
+  const std::string_view address = set_.backends()[index].address;
   POISE_TRACE("[poise %p] %.*s -> %s %s", this,
               static_cast<int>(address.size()), address.data(),
               grpc_core::ConnectivityStateName(state),
@@ -452,13 +473,15 @@ void RendezvousLb::OnBackendStateLocked(BackendSubchannel* backend,
   if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
     channel_control_helper()->RequestReresolution();
   }
-  if (state == GRPC_CHANNEL_IDLE) backend->subchannel()->RequestConnection();
+  if (state == GRPC_CHANNEL_IDLE) {
+    backends_[index].subchannel()->RequestConnection();
+  }
   // Every change can flip a key between waiting and moving, so every change
   // publishes a picker; they are rare next to picks.
   const auto reported = static_cast<router::Connectivity>(state);
-  set_.backends()[backend->index].cell->connectivity.store(
-      reported, std::memory_order_relaxed);
-  states_[backend->index].Apply(reported, status);
+  set_.backends()[index].cell->connectivity.store(reported,
+                                                  std::memory_order_relaxed);
+  states_[index].Apply(reported, status);
   UpdatePickerLocked();
 }
 
@@ -470,7 +493,7 @@ void RendezvousLb::UpdatePickerLocked() {
   if (channel.state == router::Connectivity::kReady) {
     std::vector<RefCountedPtr<SubchannelInterface>> subchannels;
     subchannels.reserve(backends_.size());
-    for (const auto& b : backends_) subchannels.push_back(b->subchannel());
+    for (const auto& b : backends_) subchannels.push_back(b.subchannel());
     channel_control_helper()->UpdateState(
         GRPC_CHANNEL_READY, absl::OkStatus(),
         std::make_unique<RendezvousPicker>(this, config_->config(), set_.list(),

@@ -53,7 +53,7 @@ class CallTracker final
                       .count())
             : 0;
     const int code = static_cast<int>(args.status.code());
-    cell_->calls.Get().Record(code, duration_ns);
+    cell_->counts.Get().calls.Record(code, duration_ns);
     stats_->calls.Record(code, duration_ns);
     slot_.Release();
   }

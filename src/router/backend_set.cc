@@ -219,16 +219,6 @@ void BackendSet::KeepLeavingCountersFindable(
   }
 }
 
-BackendCell::Fleet& BackendCell::MakeFleet() {
-  auto made = std::make_unique<Fleet>();
-  Fleet* expected = nullptr;
-  if (fleet_.compare_exchange_strong(expected, made.get(),
-                                     std::memory_order_acq_rel)) {
-    return *made.release();
-  }
-  return *expected;  // another thread made it first
-}
-
 std::shared_ptr<BackendCell> BackendSet::NewCell(std::string_view identity) {
   std::shared_ptr<InFlightCounter> shared = scope_->SharedCounterFor(identity);
   if (shared != nullptr) {

@@ -24,6 +24,7 @@
 #include "src/router/connectivity.h"
 #include "src/router/fleet_load.h"
 #include "src/router/load_scope.h"
+#include "src/router/made_on_first_use.h"
 
 namespace poise::router {
 
@@ -56,10 +57,14 @@ class BackendCell final {
   InFlightCounter* const in_flight;
   // This channel's picks of the backend.
   std::atomic<uint64_t> picks{0};
-  std::atomic<uint64_t> spilled_in{0};
-  std::atomic<uint64_t> retried_in{0};
-  // This channel's calls to the backend that have ended (call trackers).
-  CallMetricsOnFirstUse calls;
+  // This channel's other counts of the backend, made at the first of them:
+  // a channel may list 1,000 backends that it never calls (280 bytes).
+  struct Counts {
+    std::atomic<uint64_t> spilled_in{0};  // picks past a full owner
+    std::atomic<uint64_t> retried_in{0};  // picks of retries
+    CallMetrics calls;                    // calls ended (call trackers)
+  };
+  MadeOnFirstUse<Counts> counts;
   // The state the backend's subchannel last reported (the policy's work
   // serializer writes it; snapshots read it).
   std::atomic<Connectivity> connectivity{Connectivity::kIdle};
@@ -71,20 +76,12 @@ class BackendCell final {
   };
   // Made by the first caller, on any thread (cells without serverLoad have
   // none: 48 bytes less per backend and channel).
-  Fleet& fleet() {
-    Fleet* f = fleet_.load(std::memory_order_acquire);
-    return f != nullptr ? *f : MakeFleet();
-  }
+  Fleet& fleet() { return fleet_.Get(); }
   // Null until someone needed it (no report then).
-  const Fleet* fleet_if_made() const {
-    return fleet_.load(std::memory_order_acquire);
-  }
-  ~BackendCell() { delete fleet_.load(std::memory_order_relaxed); }
+  const Fleet* fleet_if_made() const { return fleet_.IfMade(); }
 
  private:
-  Fleet& MakeFleet();
-
-  std::atomic<Fleet*> fleet_{nullptr};
+  MadeOnFirstUse<Fleet> fleet_;
   // What `in_flight` counts into: the scope (own_'s total) or the shared
   // counter.
   std::shared_ptr<const void> keep_;

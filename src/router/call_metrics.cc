@@ -15,21 +15,4 @@ grpc_lb::CallStats CallMetrics::Read() const {
   return out;
 }
 
-grpc_lb::CallStats CallMetricsOnFirstUse::Read() const {
-  const CallMetrics* metrics = metrics_.load(std::memory_order_acquire);
-  return metrics != nullptr ? metrics->Read() : grpc_lb::CallStats{};
-}
-
-CallMetrics& CallMetricsOnFirstUse::Allocate() {
-  auto* fresh = new CallMetrics();
-  CallMetrics* expected = nullptr;
-  if (metrics_.compare_exchange_strong(expected, fresh,
-                                       std::memory_order_acq_rel,
-                                       std::memory_order_acquire)) {
-    return *fresh;
-  }
-  delete fresh;  // another thread's call ended first
-  return *expected;
-}
-
 }  // namespace poise::router

@@ -49,29 +49,6 @@ class CallMetrics final {
   std::atomic<uint64_t> duration_sum_ns_{0};
 };
 
-// A backend's CallMetrics, allocated when its first call ends: a channel
-// may list 1,000 backends that it never calls, and the counts take 264
-// bytes.
-class CallMetricsOnFirstUse final {
- public:
-  CallMetricsOnFirstUse() = default;
-  CallMetricsOnFirstUse(const CallMetricsOnFirstUse&) = delete;
-  CallMetricsOnFirstUse& operator=(const CallMetricsOnFirstUse&) = delete;
-  ~CallMetricsOnFirstUse() { delete metrics_.load(std::memory_order_acquire); }
-
-  CallMetrics& Get() {
-    CallMetrics* metrics = metrics_.load(std::memory_order_acquire);
-    return metrics != nullptr ? *metrics : Allocate();
-  }
-  // Zeros before the first call ended.
-  grpc_lb::CallStats Read() const;
-
- private:
-  CallMetrics& Allocate();
-
-  std::atomic<CallMetrics*> metrics_{nullptr};
-};
-
 }  // namespace poise::router
 
 #endif  // POISE_SRC_ROUTER_CALL_METRICS_H_

@@ -4,6 +4,8 @@
 #include <map>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace poise::router {
 namespace {
 
@@ -23,7 +25,39 @@ Registry& GetRegistry() {
   return *registry;
 }
 
+// The live instances' labels, weakly, by text (the key is a second copy:
+// one per label, not per instance).
+struct Labels {
+  std::mutex mu;
+  absl::flat_hash_map<std::string, std::weak_ptr<const std::string>> by_text;
+};
+
+// `label` as the string every live instance labelled so holds, else a new
+// one (then found by the next instance of that label while anyone holds it).
+std::shared_ptr<const std::string> SharedLabel(std::string label) {
+  static auto* labels = new Labels();  // never destroyed: safe at exit
+  std::lock_guard<std::mutex> lock(labels->mu);
+  std::weak_ptr<const std::string>& slot = labels->by_text[label];
+  std::shared_ptr<const std::string> shared = slot.lock();
+  if (shared == nullptr) {
+    shared = std::make_shared<const std::string>(std::move(label));
+    slot = shared;
+    // Forget the labels that died since (a new label is rare: a new target).
+    for (auto it = labels->by_text.begin(); it != labels->by_text.end();) {
+      if (it->second.expired()) {
+        labels->by_text.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return shared;
+}
+
 }  // namespace
+
+PolicyStats::PolicyStats(std::string label, std::string policy)
+    : label_(SharedLabel(std::move(label))), policy_(std::move(policy)) {}
 
 PolicyStats::~PolicyStats() {
   Registry& registry = GetRegistry();
@@ -34,14 +68,14 @@ PolicyStats::~PolicyStats() {
       [this](const Registry::Entry& e) { return e.instance == this; });
   if (it == entries.end()) return;  // never registered
   entries.erase(it);
-  grpc_lb::ChannelStats& retired = registry.retired[label_];
-  retired.label = label_;
+  grpc_lb::ChannelStats& retired = registry.retired[*label_];
+  retired.label = *label_;
   AddChannelCounters(Counters(), retired);
 }
 
 grpc_lb::ChannelStats PolicyStats::Counters() const {
   grpc_lb::ChannelStats out;
-  out.label = label_;
+  out.label = *label_;
   out.policy = policy_;
   out.picks = picks.load(std::memory_order_relaxed);
   out.spills = spills.load(std::memory_order_relaxed);
@@ -89,8 +123,6 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
     s.in_flight = b.cell->in_flight->Load();
     s.peak_in_flight = b.cell->in_flight->Peak();
     s.picks = b.cell->picks.load(std::memory_order_relaxed);
-    s.spilled_in = b.cell->spilled_in.load(std::memory_order_relaxed);
-    s.retried_in = b.cell->retried_in.load(std::memory_order_relaxed);
     const BackendCell::Fleet* fleet = b.cell->fleet_if_made();
     const int64_t received =
         fleet != nullptr ? fleet->report.received_ns() : ReportSlot::kNever;
@@ -100,7 +132,11 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
     }
     s.connectivity =
         ToString(b.cell->connectivity.load(std::memory_order_relaxed));
-    s.calls = b.cell->calls.Read();
+    if (const BackendCell::Counts* counts = b.cell->counts.IfMade()) {
+      s.spilled_in = counts->spilled_in.load(std::memory_order_relaxed);
+      s.retried_in = counts->retried_in.load(std::memory_order_relaxed);
+      s.calls = counts->calls.Read();
+    }
     out.backends.push_back(std::move(s));
   }
   return out;

@@ -24,8 +24,7 @@ class Picker;
 // One policy instance's counters and current backend list.
 class PolicyStats final {
  public:
-  PolicyStats(std::string label, std::string policy)
-      : label_(std::move(label)), policy_(std::move(policy)) {}
+  PolicyStats(std::string label, std::string policy);
   PolicyStats(const PolicyStats&) = delete;
   PolicyStats& operator=(const PolicyStats&) = delete;
   // A registered instance leaves its counters to its label's retired totals.
@@ -65,7 +64,7 @@ class PolicyStats final {
   grpc_lb::ChannelStats Snapshot() const;
   // The channel's stats label, else its target (also the name its load
   // scope goes by).
-  const std::string& label() const { return label_; }
+  const std::string& label() const { return *label_; }
 
   // The channel's current picker, for ExplainKey: held weakly (the picker
   // holds these stats), so it is null once gRPC drops the picker.
@@ -83,7 +82,10 @@ class PolicyStats final {
   // The channel-wide part of Snapshot(): no load scope, no backends.
   grpc_lb::ChannelStats Counters() const;
 
-  const std::string label_;
+  // Shared with every live instance of the same label (SharedLabel): by
+  // default the label is the target, which may list every address, and many
+  // channels to one target would each hold a copy.
+  const std::shared_ptr<const std::string> label_;
   const std::string policy_;
   mutable std::mutex mu_;
   std::shared_ptr<const BackendList> backends_;

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/router/made_on_first_use.h"
 #include "src/router/stats_registry.h"
 #include "test/router/router_test_util.h"
 
@@ -54,8 +55,8 @@ TEST(CallMetrics, CountsByStatusAndDuration) {
 }
 
 TEST(CallMetrics, FirstUseAllocatesOnceUnderConcurrentCalls) {
-  CallMetricsOnFirstUse lazy;
-  EXPECT_EQ(lazy.Read().duration_sum_ns, 0u);
+  MadeOnFirstUse<CallMetrics> lazy;
+  EXPECT_EQ(lazy.IfMade(), nullptr);
   constexpr int kThreads = 4;
   constexpr int kCalls = 2000;
   std::vector<CallMetrics*> seen(kThreads);
@@ -69,8 +70,10 @@ TEST(CallMetrics, FirstUseAllocatesOnceUnderConcurrentCalls) {
   }
   for (auto& t : threads) t.join();
   for (CallMetrics* m : seen) EXPECT_EQ(m, seen[0]);
-  EXPECT_EQ(lazy.Read().by_status[kOk], uint64_t{kThreads} * kCalls);
-  EXPECT_EQ(lazy.Read().duration_sum_ns, uint64_t{kThreads} * kCalls * 1000);
+  EXPECT_EQ(lazy.IfMade(), seen[0]);
+  EXPECT_EQ(lazy.IfMade()->Read().by_status[kOk], uint64_t{kThreads} * kCalls);
+  EXPECT_EQ(lazy.IfMade()->Read().duration_sum_ns,
+            uint64_t{kThreads} * kCalls * 1000);
 }
 
 TEST(CallMetrics, SnapshotsShowStatesAndCalls) {
@@ -83,7 +86,7 @@ TEST(CallMetrics, SnapshotsShowStatesAndCalls) {
   set.backends()[0].cell->connectivity = Connectivity::kReady;
   set.backends()[1].cell->connectivity = Connectivity::kTransientFailure;
   stats->connectivity = Connectivity::kReady;
-  set.backends()[0].cell->calls.Get().Record(kOk, 1'000'000);
+  set.backends()[0].cell->counts.Get().calls.Record(kOk, 1'000'000);
   stats->calls.Record(kOk, 1'000'000);
 
   grpc_lb::ChannelStats s;

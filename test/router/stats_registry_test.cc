@@ -30,7 +30,7 @@ TEST(StatsRegistry, SnapshotsLivePoliciesWithTheirBackends) {
   stats->picks = 4;
   stats->spills = 1;
   set.backends()[0].cell->picks = 3;
-  set.backends()[0].cell->spilled_in = 1;
+  set.backends()[0].cell->counts.Get().spilled_in = 1;
   ASSERT_TRUE(set.backends()[1].cell->in_flight->TryAcquire());
 
   const std::vector<grpc_lb::ChannelStats> all = SnapshotAllPolicies();
@@ -54,6 +54,24 @@ TEST(StatsRegistry, SnapshotsLivePoliciesWithTheirBackends) {
   EXPECT_TRUE(Find(SnapshotAllPolicies(), "router-stats")->backends.empty());
   stats.reset();
   EXPECT_EQ(Find(SnapshotAllPolicies(), "router-stats"), nullptr);
+}
+
+// Channels to one target keep one copy of their label (by default the
+// target, which may list every address), and a label no instance holds any
+// more is made anew.
+TEST(StatsRegistry, InstancesOfOneLabelShareItsString) {
+  auto first = std::make_unique<PolicyStats>("shared-label", "p");
+  auto second = std::make_unique<PolicyStats>("shared-label", "q");
+  const PolicyStats other("other-label", "p");
+  EXPECT_EQ(&first->label(), &second->label());
+  EXPECT_NE(&first->label(), &other.label());
+  EXPECT_EQ(second->label(), "shared-label");
+
+  first.reset();
+  EXPECT_EQ(second->label(), "shared-label");
+  second.reset();
+  const PolicyStats again("shared-label", "p");
+  EXPECT_EQ(again.label(), "shared-label");
 }
 
 }  // namespace
