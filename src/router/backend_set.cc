@@ -38,10 +38,10 @@ struct EndpointIndex {
       return it->second;
     }
     if (by_identity.empty()) return nullptr;
-    const std::string_view identity =
-        entry.identity.has_value() && !entry.identity->empty()
-            ? std::string_view(*entry.identity)
-            : std::string_view(entry.address);
+    std::string_view identity = entry.address;
+    if (entry.identity.has_value() && !entry.identity->empty()) {
+      identity = *entry.identity;
+    }
     const auto it = by_identity.find(identity);
     return it != by_identity.end() ? it->second : nullptr;
   }
