@@ -2,7 +2,7 @@
 // does to router::Picker's picks, each figure paired within one run.
 //
 //   BM_ZipfPaired/n/bounded/weights/entries: Zipf keys (s = 1.1 over 100,000
-//     distinct 36-byte keys), the picker with the default cache against
+//     distinct 36-byte keys), the picker with "keyCache": true against
 //     the same picker without one (today's pick), in alternating timed
 //     blocks of the same 1,024 keys after a warm-up of 2^19 keys: mean ns
 //     (thread CPU time) per pick of each, their ratio, and the cache's hit
