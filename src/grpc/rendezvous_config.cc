@@ -108,16 +108,17 @@ struct JsonEndpoint {
   }
 };
 
-// A duration member, loaded as text and read by router::ParseDuration (exact
-// to the nanosecond, unlike gRPC's Duration): `text` into `out`, or the
-// field's rule, which states its limits, as the error.
-void ParseDurationField(const absl::optional<std::string>& text,
-                        const char* field, const char* rule,
-                        absl::Duration& out, ValidationErrors* errors) {
+// A field given as text: `parse` of `text` into `out`, or the field's rule
+// as its error. Enums by their spelling; durations by router::ParseDuration
+// (exact to the nanosecond, unlike gRPC's Duration), whose rule states the
+// limits.
+template <typename T>
+void ParseText(const absl::optional<std::string>& text,
+               std::optional<T> (*parse)(std::string_view), const char* field,
+               const char* rule, T& out, ValidationErrors* errors) {
   if (!text.has_value()) return;
-  if (const std::optional<absl::Duration> d = router::ParseDuration(*text);
-      d.has_value()) {
-    out = *d;
+  if (const std::optional<T> value = parse(*text); value.has_value()) {
+    out = *value;
   } else {
     ValidationErrors::ScopedField scoped(errors, field);
     errors->AddError(rule);
@@ -144,8 +145,8 @@ struct JsonSlowStart {
                     ValidationErrors* errors) {
     RejectUnknownFields(json, {"window", "minWeightPercent"},
                         "window, minWeightPercent", errors);
-    ParseDurationField(window, ".window", router::kWindowRule, config.window,
-                       errors);
+    ParseText(window, router::ParseDuration, ".window", router::kWindowRule,
+              config.window, errors);
     if (min_weight_percent.has_value()) {
       config.min_weight_percent = *min_weight_percent;
     }
@@ -176,12 +177,11 @@ struct JsonServerLoad {
     RejectUnknownFields(json, {"metric", "outOfBandInterval", "maxReportAge"},
                         "metric, outOfBandInterval, maxReportAge", errors);
     if (metric.has_value()) config.metric = *metric;
-    ParseDurationField(out_of_band_interval, ".outOfBandInterval",
-                       router::kOutOfBandIntervalRule,
-                       config.out_of_band_interval, errors);
-    ParseDurationField(max_report_age, ".maxReportAge",
-                       router::kMaxReportAgeRule, config.max_report_age,
-                       errors);
+    ParseText(out_of_band_interval, router::ParseDuration, ".outOfBandInterval",
+              router::kOutOfBandIntervalRule, config.out_of_band_interval,
+              errors);
+    ParseText(max_report_age, router::ParseDuration, ".maxReportAge",
+              router::kMaxReportAgeRule, config.max_report_age, errors);
   }
 };
 
@@ -262,22 +262,6 @@ void LoadKeyCache(const Json& json, router::KeyCacheConfig& out,
   errors->AddError(router::kKeyCacheRule);
 }
 
-// An enum field given by its spelling: `parse` of `text` into `out`, or the
-// field's rule as its error.
-template <typename Enum>
-void ParseSpelling(const absl::optional<std::string>& text,
-                   std::optional<Enum> (*parse)(std::string_view),
-                   const char* field, const char* rule, Enum& out,
-                   ValidationErrors* errors) {
-  if (!text.has_value()) return;
-  if (const std::optional<Enum> value = parse(*text); value.has_value()) {
-    out = *value;
-  } else {
-    ValidationErrors::ScopedField scoped(errors, field);
-    errors->AddError(rule);
-  }
-}
-
 void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
                               ValidationErrors* errors) {
   config.bounded = args.IsEnabled(kBoundedKey);
@@ -317,16 +301,16 @@ void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
     config.endpoints.push_back(std::move(endpoint));
   }
   if (default_weight.has_value()) config.default_weight = *default_weight;
-  ParseSpelling(missing_key, router::ParseMissingKey, ".missingKey",
-                router::kMissingKeyRule, config.missing_key, errors);
+  ParseText(missing_key, router::ParseMissingKey, ".missingKey",
+            router::kMissingKeyRule, config.missing_key, errors);
   if (max_in_flight_per_backend.has_value()) {
     config.max_in_flight_per_backend = *max_in_flight_per_backend;
   }
-  ParseSpelling(retry_routing, router::ParseRetryRouting, ".retryRouting",
-                router::kRetryRoutingRule, config.retry_routing, errors);
+  ParseText(retry_routing, router::ParseRetryRouting, ".retryRouting",
+            router::kRetryRoutingRule, config.retry_routing, errors);
   if (slow_start.has_value()) config.slow_start = slow_start->config;
-  ParseSpelling(load_scope, router::ParseLoadScope, ".loadScope",
-                router::kLoadScopeRule, config.load_scope, errors);
+  ParseText(load_scope, router::ParseLoadScope, ".loadScope",
+            router::kLoadScopeRule, config.load_scope, errors);
   if (server_load.has_value()) config.server_load = server_load->config;
   LoadKeyCache(json, config.key_cache, errors);
   AddRuleErrors(router::NormalizeAndValidate(config), errors);
