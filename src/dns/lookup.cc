@@ -209,12 +209,11 @@ class Channel {
   }
 
   // Appends the channel's sockets to `fds`, each with the events c-ares
-  // waits for; returns how many.
-  size_t AppendPollFds(std::vector<pollfd>* fds) const {
-    if (channel_ == nullptr) return 0;
+  // waits for.
+  void AppendPollFds(std::vector<pollfd>* fds) const {
+    if (channel_ == nullptr) return;
     ares_socket_t socks[ARES_GETSOCK_MAXNUM];
     const int bits = ares_getsock(channel_, socks, ARES_GETSOCK_MAXNUM);
-    size_t added = 0;
     for (int i = 0; i < ARES_GETSOCK_MAXNUM; ++i) {
       const bool want_read = ARES_GETSOCK_READABLE(bits, i) != 0;
       const bool want_write = ARES_GETSOCK_WRITABLE(bits, i) != 0;
@@ -224,9 +223,7 @@ class Channel {
       fd.events = static_cast<decltype(pollfd::events)>(
           (want_read ? POLLIN : 0) | (want_write ? POLLOUT : 0));
       fds->push_back(fd);
-      ++added;
     }
-    return added;
   }
 
   // How long poll() may wait for this channel: c-ares's next timeout, within
