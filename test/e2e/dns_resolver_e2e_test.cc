@@ -47,11 +47,15 @@ struct Pod {
 };
 
 // Pods web-0.. on 127.0.0.2, 127.0.0.3, ...
-std::vector<Pod> StartPods(int n, int first_ip = 2) {
+// `credentials`: the pods' server credentials (null: insecure).
+std::vector<Pod> StartPods(
+    int n, int first_ip = 2,
+    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr) {
   std::vector<Pod> pods;
   for (int i = 0; i < n; ++i) {
     Pod pod{absl::StrCat("web-", i, ".web.test"),
             std::make_unique<Backend>(absl::StrCat("web-", i), kHeader)};
+    pod.backend->set_credentials(credentials);
     const absl::Status started =
         pod.backend->StartOn(absl::StrCat("127.0.0.", first_ip + i));
     EXPECT_TRUE(started.ok()) << started;
@@ -645,18 +649,7 @@ TestPki MakePki(const std::string& names) {
 std::vector<Pod> StartTlsPods(const TestPki& pki) {
   grpc::SslServerCredentialsOptions options;
   options.pem_key_cert_pairs.push_back({pki.key_pem, pki.cert_pem});
-  const auto credentials = grpc::SslServerCredentials(options);
-  std::vector<Pod> pods;
-  for (int i = 0; i < 2; ++i) {
-    Pod pod{absl::StrCat("web-", i, ".web.test"),
-            std::make_unique<Backend>(absl::StrCat("web-", i), kHeader)};
-    pod.backend->set_credentials(credentials);
-    const absl::Status started =
-        pod.backend->StartOn(absl::StrCat("127.0.0.", 2 + i));
-    EXPECT_TRUE(started.ok()) << started;
-    pods.push_back(std::move(pod));
-  }
-  return pods;
+  return StartPods(2, 2, grpc::SslServerCredentials(options));
 }
 
 std::shared_ptr<grpc::ChannelCredentials> TrustingCa(const TestPki& pki) {

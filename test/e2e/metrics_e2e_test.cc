@@ -37,6 +37,7 @@ using test_support::OwnerId;
 using test_support::ParsePrometheusText;
 using test_support::PromExposition;
 using test_support::PromLabels;
+using test_support::With;
 using test_support::PromParse;
 using test_support::StatsFor;
 using test_support::WaitFor;
@@ -55,12 +56,6 @@ PromExposition Scrape() {
   const PromParse parsed = ParsePrometheusText(text);
   EXPECT_TRUE(parsed.ok()) << parsed.error << "\n" << text;
   return parsed.exposition;
-}
-
-PromLabels With(PromLabels labels, const std::string& name,
-                const std::string& value) {
-  labels[name] = value;
-  return labels;
 }
 
 // A sample's value, 0 when absent (a backend's code not seen yet).

@@ -159,38 +159,34 @@ TEST(PrometheusText, AddsChannelsOfOneLabelAndKeepsRetiredTotals) {
 
   // Per backend: the two channels' "a" added; states counted per channel.
   const test_support::PromLabels a = {{"channel", "shared"}, {"backend", "a"}};
-  auto with = [](test_support::PromLabels labels, const std::string& k,
-                 const std::string& v) {
-    labels[k] = v;
-    return labels;
-  };
-  EXPECT_EQ(e.Value("grpc_lb_poise_backend_state", with(a, "state", "READY")),
+  using test_support::With;
+  EXPECT_EQ(e.Value("grpc_lb_poise_backend_state", With(a, "state", "READY")),
             2.0);
-  EXPECT_EQ(e.Value("grpc_lb_poise_backend_state", with(a, "state", "IDLE")),
+  EXPECT_EQ(e.Value("grpc_lb_poise_backend_state", With(a, "state", "IDLE")),
             0.0);
   EXPECT_EQ(
-      e.Value("grpc_lb_poise_attempts_total", with(a, "grpc_status", "OK")),
+      e.Value("grpc_lb_poise_attempts_total", With(a, "grpc_status", "OK")),
       4.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_attempts_total",
-                    with(a, "grpc_status", "UNAVAILABLE")),
+                    With(a, "grpc_status", "UNAVAILABLE")),
             1.0);
   // Codes never seen on a backend are left out; OK never is.
   EXPECT_TRUE(e.Find("grpc_lb_poise_attempts_total",
-                     with(a, "grpc_status", "DEADLINE_EXCEEDED"))
+                     With(a, "grpc_status", "DEADLINE_EXCEEDED"))
                   .empty());
   const test_support::PromLabels b = {{"channel", "shared"}, {"backend", "b"}};
   EXPECT_EQ(
-      e.Value("grpc_lb_poise_attempts_total", with(b, "grpc_status", "OK")),
+      e.Value("grpc_lb_poise_attempts_total", With(b, "grpc_status", "OK")),
       0.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_picks_total", a), 5.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_attempt_duration_seconds_bucket",
-                    with(a, "le", "0.0005")),
+                    With(a, "le", "0.0005")),
             0.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_attempt_duration_seconds_bucket",
-                    with(a, "le", "0.001")),
+                    With(a, "le", "0.001")),
             4.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_attempt_duration_seconds_bucket",
-                    with(a, "le", "10")),
+                    With(a, "le", "10")),
             4.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_attempt_duration_seconds_count", a), 5.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_attempt_duration_seconds_sum", a), 11.004);
@@ -204,10 +200,10 @@ TEST(PrometheusText, AddsChannelsOfOneLabelAndKeepsRetiredTotals) {
   EXPECT_EQ(e.Value("grpc_lb_poise_channel_picks_total", shared), 17.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_channel_spills_total", shared), 1.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_channel_attempts_total",
-                    with(shared, "grpc_status", "DEADLINE_EXCEEDED")),
+                    With(shared, "grpc_status", "DEADLINE_EXCEEDED")),
             7.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_channel_attempts_total",
-                    with(shared, "grpc_status", "UNAVAILABLE")),
+                    With(shared, "grpc_status", "UNAVAILABLE")),
             3.0);
   // Every code is written for a channel.
   EXPECT_EQ(e.Find("grpc_lb_poise_channel_attempts_total", shared).size(),
@@ -216,10 +212,10 @@ TEST(PrometheusText, AddsChannelsOfOneLabelAndKeepsRetiredTotals) {
       e.Value("grpc_lb_poise_channel_attempt_duration_seconds_count", shared),
       7.0 + 4.0 + 3.0);
   EXPECT_EQ(
-      e.Value("grpc_lb_poise_channel_state", with(shared, "state", "READY")),
+      e.Value("grpc_lb_poise_channel_state", With(shared, "state", "READY")),
       1.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_channel_state",
-                    with(shared, "state", "CONNECTING")),
+                    With(shared, "state", "CONNECTING")),
             1.0);
 
   // Escaped labels come back as they were.

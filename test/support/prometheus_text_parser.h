@@ -29,6 +29,13 @@ namespace poise::test_support {
 
 using PromLabels = std::map<std::string, std::string>;  // values unescaped
 
+// `labels` with `name` set to `value`.
+inline PromLabels With(PromLabels labels, const std::string& name,
+                       const std::string& value) {
+  labels[name] = value;
+  return labels;
+}
+
 struct PromSample {
   std::string name;
   PromLabels labels;
