@@ -1,6 +1,7 @@
 #include "src/router/picker.h"
 
 #include <algorithm>
+#include <array>
 #include <random>
 #include <string>
 #include <utility>
@@ -26,6 +27,23 @@ DecisionScratch& Scratch() {
   thread_local DecisionScratch scratch;
   return scratch;
 }
+
+// The backends a bounded pick lost at their slots, at most one per race.
+template <size_t kCapacity>
+class LostSlots final {
+ public:
+  bool empty() const { return count_ == 0; }
+  bool Has(size_t i) const {
+    return std::find(slots_.begin(), slots_.begin() + count_, i) !=
+           slots_.begin() + count_;
+  }
+  void Add(size_t i) { slots_[count_++] = static_cast<uint32_t>(i); }
+  void Clear() { count_ = 0; }
+
+ private:
+  std::array<uint32_t, kCapacity> slots_;
+  size_t count_ = 0;
+};
 
 }  // namespace
 
@@ -289,21 +307,32 @@ PickOutcome Picker::TakeOwner(std::string_view key, size_t owner,
 PickOutcome Picker::PickBounded(std::string_view key,
                                 const KeyOrderPrefix* prefix) const {
   if (fleet_) return PickFleetBounded(key, prefix);
-  const auto counter = [this](size_t i) { return counters_[i]->Load(); };
+  // The backends this pick lost at their slots (below). Each was at its
+  // bound when tried, so the rest of the pick reads it as full and goes on
+  // along the key's order: deciding again on fresh loads, a pick could see
+  // the same slot free once more, freed and taken back by a faster picker,
+  // and lose it every time.
+  LostSlots<kMaxBoundRaces> lost;
+  uint64_t total = 0;
+  const auto load = [&](size_t i) {
+    return lost.Has(i) ? LoadOfAFull(i, total) : counters_[i]->Load();
+  };
   for (int race = 0;; ++race) {
     // Bounds from the scope's total: the decision reads only the counters
     // of the candidates it visits in the key's order (each a cold cache
-    // line), and falls back to their sum when the total was caught between
-    // a slot and its total (PreparedCandidates::RouteWithTotal). Along the
-    // key's cached order where it has one.
-    const uint64_t total = scope_total_->Load();
+    // line), and falls back to their sum when slots were taken between the
+    // total's read and theirs (PreparedCandidates::RouteWithTotal). Along
+    // the key's cached order where it has one.
+    total = scope_total_->Load();
     std::optional<PreparedCandidates::Routed> along;
-    if (prefix != nullptr) along = RouteAlong(*prefix, total, counter);
+    if (prefix != nullptr) along = RouteAlong(*prefix, total, load);
     const bool from_cache = along.has_value();
     const Result<PreparedCandidates::Routed> routed =
-        from_cache ? Result<PreparedCandidates::Routed>(*along)
-                   : ready_.RouteWithTotal(bounded_policy_, key, total,
-                                           counters_.data(), Scratch());
+        from_cache     ? Result<PreparedCandidates::Routed>(*along)
+        : lost.empty() ? ready_.RouteWithTotal(bounded_policy_, key, total,
+                                               counters_.data(), Scratch())
+                       : ready_.RouteWithTotal(bounded_policy_, key, total,
+                                               load, Scratch());
     if (!routed.ok()) return Fail(RouteError(routed.error()));
     const PreparedCandidates::Routed& d = routed.value();
     // The bound holds at the slot: channels of one scope pick at the same
@@ -311,33 +340,45 @@ PickOutcome Picker::PickBounded(std::string_view key,
     // was read; then the choice is made again. Each such loss is another
     // pick's win; after kMaxBoundRaces of them in a row the pick takes its
     // choice regardless (it never fails or waits for a race).
-    if (ready_weight_ == 0 || race == kMaxBoundRaces) {
-      InFlightGuard slot = TryAcquire(d.selection);
-      if (slot.held()) {
-        return Complete(d.selection, d.spilled, std::move(slot), from_cache);
-      }
-      return PickWithinLimit(key, d.affinity);
-    }
+    const bool last_race = ready_weight_ == 0 || race == kMaxBoundRaces;
     // A stale total (the decision fell back to the loads' sum) is read
-    // again: the bound of the sum is not the scope's.
-    if (d.stale_total) continue;
-    const Bound bound = bounded_policy_.BoundFor(
-        total, ready_.candidates()[d.selection].weight, ready_weight_);
-    const uint64_t limit = limit_;
-    InFlightGuard slot = InFlightGuard::TryAcquireIf(
-        SharedCounter(list_->backends[d.selection].cell),
-        [&bound, limit](uint64_t count) {
-          return bound.HasRoom(count) &&
-                 (limit == InFlightCounter::kNoLimit || count < limit);
-        });
+    // again: the sum's bound is not the scope's, and its reads, not one
+    // snapshot, may count a call twice. The backends lost under the old
+    // total may have room under the new one.
+    if (d.stale_total && !last_race) {
+      lost.Clear();
+      continue;
+    }
+    InFlightGuard slot = last_race ? TryAcquire(d.selection)
+                                   : TryAcquireWithinBound(d.selection, total);
     if (slot.held()) {
       return Complete(d.selection, d.spilled, std::move(slot), from_cache);
     }
-    if (limit_ != InFlightCounter::kNoLimit &&
-        counters_[d.selection]->Load() >= limit_) {
+    if (last_race || (limit_ != InFlightCounter::kNoLimit &&
+                      counters_[d.selection]->Load() >= limit_)) {
       return PickWithinLimit(key, d.affinity);
     }
+    lost.Add(d.selection);
   }
+}
+
+InFlightGuard Picker::TryAcquireWithinBound(size_t i, uint64_t total) const {
+  const Bound bound = bounded_policy_.BoundFor(
+      total, ready_.candidates()[i].weight, ready_weight_);
+  const uint64_t limit = limit_;
+  return InFlightGuard::TryAcquireIf(
+      SharedCounter(list_->backends[i].cell), [&bound, limit](uint64_t count) {
+        return bound.HasRoom(count) &&
+               (limit == InFlightCounter::kNoLimit || count < limit);
+      });
+}
+
+uint64_t Picker::LoadOfAFull(size_t i, uint64_t total) const {
+  const UInt128 capacity =
+      bounded_policy_
+          .BoundFor(total, ready_.candidates()[i].weight, ready_weight_)
+          .Capacity();
+  return capacity > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(capacity);
 }
 
 // ---------------------------------------------------------------------------

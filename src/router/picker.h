@@ -218,6 +218,12 @@ class Picker final {
   std::optional<PreparedCandidates::Routed> RouteAlong(
       const KeyOrderPrefix& prefix, uint64_t total_load,
       PreparedCandidates::LoadReader load) const;
+  // A load at backend i's Bound for `total` (a pick reads a backend it lost
+  // at the slot as full).
+  uint64_t LoadOfAFull(size_t i, uint64_t total) const;
+  // A slot on backend i while its count is below its Bound for `total` and
+  // maxInFlightPerBackend, checked atomically with the taking.
+  InFlightGuard TryAcquireWithinBound(size_t i, uint64_t total) const;
   // P6 along the prefix: the (n mod m + 1)-th of the m candidates eligible
   // in `candidates`, if the prefix reaches it.
   static std::optional<size_t> NthAlong(
