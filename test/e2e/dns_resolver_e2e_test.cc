@@ -26,6 +26,7 @@
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
 #include "src/dns/lookup.h"
+#include "test/support/dns_pods.h"
 #include "test/support/dns_server.h"
 #include "test/support/e2e_harness.h"
 
@@ -38,52 +39,23 @@ using grpc_lb::kDnsRefreshIntervalArg;
 constexpr int kKeys = 240;
 constexpr int kThreads = 4;
 
-struct Pod {
-  std::string name;  // "web-0.web.test"
-  std::unique_ptr<Backend> backend;
-  std::string identity() const {
-    return absl::StrCat(name, ":", backend->port());
-  }
-};
-
-// Pods web-0.. on 127.0.0.2, 127.0.0.3, ...
-// `credentials`: the pods' server credentials (null: insecure).
-std::vector<Pod> StartPods(
-    int n, int first_ip = 2,
-    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr) {
-  std::vector<Pod> pods;
-  for (int i = 0; i < n; ++i) {
-    Pod pod{absl::StrCat("web-", i, ".web.test"),
-            std::make_unique<Backend>(absl::StrCat("web-", i), kHeader)};
-    pod.backend->set_credentials(credentials);
-    const absl::Status started =
-        pod.backend->StartOn(absl::StrCat("127.0.0.", first_ip + i));
-    EXPECT_TRUE(started.ok()) << started;
-    pods.push_back(std::move(pod));
-  }
-  return pods;
-}
-
-DnsZone ZoneOf(const std::vector<Pod>& pods, bool srv) {
-  DnsZone zone;
+// key -> the id of the backend that owns it over the pods' identities
+// ("web-0.web.test:port"), or with `by_address` over their addresses
+// ("127.0.0.2:port": what address identities would do), pod i of weight
+// weights[i] (1 where none is given).
+std::map<std::string, std::string> Predict(
+    const std::vector<Pod>& pods, const std::vector<uint32_t>& weights = {},
+    bool by_address = false) {
+  std::vector<std::string> names;
+  names.reserve(pods.size());
   for (const Pod& pod : pods) {
-    zone.Host(pod.name, pod.backend->ip());
-    if (srv) {
-      zone.Srv("_grpc._tcp.web.test", pod.name,
-               static_cast<uint16_t>(pod.backend->port()));
-    }
+    names.push_back(by_address ? pod.backend->address() : pod.identity());
   }
-  return zone;
-}
-
-// key -> the id of the backend that owns it over these identities.
-std::map<std::string, std::string> Predict(const std::vector<Pod>& pods) {
-  std::vector<std::string> identities;
-  identities.reserve(pods.size());
-  for (const Pod& pod : pods) identities.push_back(pod.identity());
   std::vector<Candidate> candidates;
-  candidates.reserve(identities.size());
-  for (const auto& id : identities) candidates.push_back({id, 1, true});
+  candidates.reserve(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    candidates.push_back({names[i], i < weights.size() ? weights[i] : 1, true});
+  }
   std::map<std::string, std::string> owner;
   for (int k = 0; k < kKeys; ++k) {
     const std::string key = absl::StrCat("key-", k);
@@ -93,23 +65,29 @@ std::map<std::string, std::string> Predict(const std::vector<Pod>& pods) {
   return owner;
 }
 
-// The same over the addresses ("127.0.0.3:port"): what an address identity
-// would do, for comparison.
-std::map<std::string, std::string> PredictByAddress(
-    const std::vector<Pod>& pods) {
-  std::vector<std::string> addresses;
-  addresses.reserve(pods.size());
-  for (const Pod& pod : pods) addresses.push_back(pod.backend->address());
-  std::vector<Candidate> candidates;
-  candidates.reserve(addresses.size());
-  for (const auto& a : addresses) candidates.push_back({a, 1, true});
-  std::map<std::string, std::string> owner;
-  for (int k = 0; k < kKeys; ++k) {
-    const std::string key = absl::StrCat("key-", k);
-    owner[key] =
-        pods[WeightedRendezvous::Pick(key, candidates).value()].backend->id();
+// The keys `owners` gives to backend `id`.
+std::set<std::string> KeysOf(const std::map<std::string, std::string>& owners,
+                             const std::string& id) {
+  std::set<std::string> keys;
+  for (const auto& [key, owner] : owners) {
+    if (owner == id) keys.insert(key);
   }
-  return owner;
+  return keys;
+}
+
+// pods[i] for each i of `which`, moved out of `pods` (still serving).
+std::vector<Pod> TakePods(std::vector<Pod>& pods,
+                          std::initializer_list<size_t> which) {
+  std::vector<Pod> taken;
+  for (const size_t i : which) {
+    taken.push_back({pods[i].name, std::move(pods[i].backend)});
+  }
+  return taken;
+}
+
+bool WaitForBackendCount(const std::string& label, size_t n) {
+  return WaitFor([&] { return StatsFor(label).backends.size() == n; },
+                 std::chrono::seconds(10));
 }
 
 // Every key once, from kThreads client threads: key -> serving backend id.
@@ -157,14 +135,6 @@ grpc::ChannelArguments FastRefresh(int refresh_ms) {
   return args;
 }
 
-std::string DnsTarget(const DnsmasqServer& dns, const std::vector<Pod>& pods) {
-  std::string target = absl::StrCat("poise-dns://", dns.authority(), "/");
-  for (size_t i = 0; i < pods.size(); ++i) {
-    absl::StrAppend(&target, i == 0 ? "" : ",", pods[i].identity());
-  }
-  return target;
-}
-
 bool ServesPrediction(Client& client,
                       const std::map<std::string, std::string>& predicted) {
   return WaitFor([&] { return Differences(Route(client), predicted) == 0; },
@@ -183,7 +153,7 @@ TEST(DnsResolverE2e, PodRestartKeepsEveryKeyOnItsIdentity) {
   ASSERT_TRUE(ServesPrediction(client, predicted));
   const auto before = Route(client);
   ASSERT_EQ(Differences(before, predicted), 0);
-  const auto by_address_before = PredictByAddress(pods);
+  const auto by_address_before = Predict(pods, {}, true);
 
   // web-1 dies: only its own keys move.
   Backend& web1 = *pods[1].backend;
@@ -202,8 +172,7 @@ TEST(DnsResolverE2e, PodRestartKeepsEveryKeyOnItsIdentity) {
       std::chrono::seconds(15), std::chrono::milliseconds(50)));
   std::set<std::string> moved;
   Differences(down, before, &moved);
-  int own = 0;
-  for (const auto& [key, owner] : predicted) own += owner == "web-1" ? 1 : 0;
+  const auto own = static_cast<int>(KeysOf(predicted, "web-1").size());
   int others_moved = 0;
   for (const auto& key : moved) others_moved += predicted.at(key) != "web-1";
   EXPECT_EQ(others_moved, 0);
@@ -228,17 +197,13 @@ TEST(DnsResolverE2e, PodRestartKeepsEveryKeyOnItsIdentity) {
       "other backends), %d differ after it returned on 127.0.0.5 (address "
       "identities would have moved %d)\n",
       kKeys, own, moved.size(), others_moved, Differences(after, before),
-      Differences(PredictByAddress(pods), by_address_before));
+      Differences(Predict(pods, {}, true), by_address_before));
 }
 
 TEST(DnsResolverE2e, SrvScaleOutFoundByPeriodicRefresh) {
   POISE_REQUIRE_DNSMASQ();
   std::vector<Pod> pods = StartPods(4);
-  std::vector<Pod> three;
-  for (size_t i = 0; i < 3; ++i) {
-    three.push_back({pods[i].name, nullptr});
-    three.back().backend.swap(pods[i].backend);
-  }
+  std::vector<Pod> three = TakePods(pods, {0, 1, 2});
   DnsmasqServer dns;
   ASSERT_TRUE(dns.Start(ZoneOf(three, true)));
   const std::string label = "srv-scale-out";
@@ -252,16 +217,12 @@ TEST(DnsResolverE2e, SrvScaleOutFoundByPeriodicRefresh) {
   std::vector<Pod> four = std::move(three);
   four.push_back(std::move(pods[3]));
   ASSERT_TRUE(dns.SetRecords(ZoneOf(four, true)));
-  ASSERT_TRUE(WaitFor([&] { return StatsFor(label).backends.size() == 4; },
-                      std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitForBackendCount(label, 4));
   const auto predicted4 = Predict(four);
   ASSERT_TRUE(ServesPrediction(client, predicted4));
   std::set<std::string> moved;
   const int n = Differences(Route(client), before, &moved);
-  std::set<std::string> expected;
-  for (const auto& [key, owner] : predicted4) {
-    if (owner == "web-3") expected.insert(key);
-  }
+  const std::set<std::string> expected = KeysOf(predicted4, "web-3");
   EXPECT_EQ(moved, expected);
   EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
   std::printf("[ scale-out ] %d keys: %d moved, %zu predicted (to web-3)\n",
@@ -279,22 +240,13 @@ TEST(DnsResolverE2e, SrvScaleInMovesOnlyTheRemovedIdentitysKeys) {
       LbConfig("weighted_rendezvous"), label, FastRefresh(300));
   ASSERT_TRUE(ServesPrediction(client, Predict(pods)));
   const auto before = Route(client);
-  std::vector<Pod> three;
-  for (size_t i : {0U, 1U, 3U}) {
-    three.push_back({pods[i].name, nullptr});
-    three.back().backend.swap(pods[i].backend);
-  }
+  const std::vector<Pod> three = TakePods(pods, {0, 1, 3});
   ASSERT_TRUE(dns.SetRecords(ZoneOf(three, true)));  // web-2 leaves the SRV
-  ASSERT_TRUE(WaitFor([&] { return StatsFor(label).backends.size() == 3; },
-                      std::chrono::seconds(10)));
-  const auto predicted3 = Predict(three);
-  ASSERT_TRUE(ServesPrediction(client, predicted3));
+  ASSERT_TRUE(WaitForBackendCount(label, 3));
+  ASSERT_TRUE(ServesPrediction(client, Predict(three)));
   std::set<std::string> moved;
   const int n = Differences(Route(client), before, &moved);
-  std::set<std::string> expected;
-  for (const auto& [key, owner] : before) {
-    if (owner == "web-2") expected.insert(key);
-  }
+  const std::set<std::string> expected = KeysOf(before, "web-2");
   EXPECT_EQ(moved, expected);
   EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
   std::printf("[ scale-in ] %d keys: %d moved, %zu predicted (web-2's)\n",
@@ -311,16 +263,10 @@ TEST(DnsResolverE2e, NameThatStopsResolvingDropsOnlyItsBackend) {
                 FastRefresh(300));
   ASSERT_TRUE(ServesPrediction(client, Predict(pods)));
   const auto before = Route(client);
-  std::vector<Pod> two;
-  two.push_back({pods[0].name, nullptr});
-  two.back().backend.swap(pods[0].backend);
-  two.push_back({pods[1].name, nullptr});
-  two.back().backend.swap(pods[1].backend);
+  const std::vector<Pod> two = TakePods(pods, {0, 1});
   ASSERT_TRUE(dns.SetRecords(ZoneOf(two, false)));  // web-2: NXDOMAIN
-  ASSERT_TRUE(WaitFor([&] { return StatsFor(label).backends.size() == 2; },
-                      std::chrono::seconds(10)));
-  const auto predicted2 = Predict(two);
-  ASSERT_TRUE(ServesPrediction(client, predicted2));
+  ASSERT_TRUE(WaitForBackendCount(label, 2));
+  ASSERT_TRUE(ServesPrediction(client, Predict(two)));
   std::set<std::string> moved;
   Differences(Route(client), before, &moved);
   for (const auto& key : moved) EXPECT_EQ(before.at(key), "web-2") << key;
@@ -500,25 +446,15 @@ TEST(DnsResolverE2e, SrvWeightsAreTakenWhenAsked) {
     Client client(target,
                   LbConfig("weighted_rendezvous", R"("defaultWeight":2)"),
                   label, args);
-    std::vector<std::string> ids;
-    std::vector<Candidate> candidates;
-    for (size_t i = 0; i < pods.size(); ++i) ids.push_back(pods[i].identity());
-    for (size_t i = 0; i < pods.size(); ++i) {
-      const uint32_t w = asked && srv_weights[i] > 0 ? srv_weights[i] : 2u;
-      candidates.push_back({ids[i], w, true});
+    std::vector<uint32_t> weights;
+    for (const uint16_t w : srv_weights) {
+      weights.push_back(asked && w > 0 ? w : 2u);
     }
-    std::map<std::string, std::string> predicted;
-    for (int k = 0; k < kKeys; ++k) {
-      const std::string key = absl::StrCat("key-", k);
-      predicted[key] =
-          pods[WeightedRendezvous::Pick(key, candidates).value()].backend->id();
-    }
-    ASSERT_TRUE(ServesPrediction(client, predicted)) << label;
+    ASSERT_TRUE(ServesPrediction(client, Predict(pods, weights))) << label;
     for (const grpc_lb::BackendStats& b : StatsFor(label).backends) {
       for (size_t i = 0; i < pods.size(); ++i) {
-        if (b.identity == ids[i]) {
-          EXPECT_EQ(b.weight, candidates[i].weight)
-              << label << " " << b.identity;
+        if (b.identity == pods[i].identity()) {
+          EXPECT_EQ(b.weight, weights[i]) << label << " " << b.identity;
         }
       }
     }
@@ -581,19 +517,10 @@ TEST(DnsResolverE2e, EndpointsByIdentityWeighDnsNamedBackends) {
                absl::StrCat(R"("endpoints":[{"identity":")", pods[1].identity(),
                             R"(","weight":3}])")),
       label, FastRefresh(300));
-  std::vector<Candidate> candidates;
-  const std::string ids[2] = {pods[0].identity(), pods[1].identity()};
-  candidates.push_back({ids[0], 1, true});
-  candidates.push_back({ids[1], 3, true});
-  std::map<std::string, std::string> predicted;
-  for (int k = 0; k < kKeys; ++k) {
-    const std::string key = absl::StrCat("key-", k);
-    predicted[key] =
-        pods[WeightedRendezvous::Pick(key, candidates).value()].backend->id();
-  }
-  ASSERT_TRUE(ServesPrediction(client, predicted));
+  ASSERT_TRUE(ServesPrediction(client, Predict(pods, {1, 3})));
   for (const grpc_lb::BackendStats& b : StatsFor(label).backends) {
-    EXPECT_EQ(b.weight, b.identity == ids[1] ? 3u : 1u) << b.identity;
+    EXPECT_EQ(b.weight, b.identity == pods[1].identity() ? 3u : 1u)
+        << b.identity;
   }
 }
 

@@ -39,6 +39,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend.h"
+#include "test/support/dns_pods.h"
 #include "test/support/dns_server.h"
 #include "test/support/e2e_harness.h"
 
@@ -143,34 +144,10 @@ int SocketsTo(uint16_t port) {
   return n;
 }
 
-struct Pod {
-  std::string name;
-  std::unique_ptr<example::Backend> backend;
-  std::string identity() const {
-    return absl::StrCat(name, ":", backend->port());
-  }
-};
-
-std::string TargetOf(const DnsmasqServer& dns, const std::vector<Pod>& pods) {
-  std::string target = absl::StrCat("poise-dns://", dns.authority(), "/");
-  for (size_t i = 0; i < pods.size(); ++i) {
-    absl::StrAppend(&target, i == 0 ? "" : ",", pods[i].identity());
-  }
-  return target;
-}
-
 TEST(DnsStarvationE2e, SilentServerStallsNoOtherChannelAndNoThreadSpins) {
   POISE_REQUIRE_DNSMASQ();
-  std::vector<Pod> pods;
-  DnsZone zone;
-  for (int i = 0; i < kNamesPerChannel; ++i) {
-    pods.push_back(
-        {absl::StrCat("web-", i, ".web.test"),
-         std::make_unique<example::Backend>(absl::StrCat("web-", i), kHeader)});
-    ASSERT_TRUE(
-        pods.back().backend->StartOn(absl::StrCat("127.0.0.", 2 + i)).ok());
-    zone.Host(pods.back().name, pods.back().backend->ip());
-  }
+  const std::vector<Pod> pods = StartPods(kNamesPerChannel);
+  const DnsZone zone = ZoneOf(pods, false);
   DnsmasqServer working_dns;
   ASSERT_TRUE(working_dns.Start(zone));
   DnsmasqServer silent_dns;
@@ -187,7 +164,7 @@ TEST(DnsStarvationE2e, SilentServerStallsNoOtherChannelAndNoThreadSpins) {
   std::vector<std::unique_ptr<Client>> silent;
   silent.reserve(static_cast<size_t>(silent_count));
   for (int i = 0; i < silent_count; ++i) {
-    silent.push_back(std::make_unique<Client>(TargetOf(silent_dns, pods),
+    silent.push_back(std::make_unique<Client>(DnsTarget(silent_dns, pods),
                                               LbConfig("weighted_rendezvous"),
                                               absl::StrCat("silent-", i)));
   }
@@ -227,7 +204,7 @@ TEST(DnsStarvationE2e, SilentServerStallsNoOtherChannelAndNoThreadSpins) {
   });
 
   // The working channel's calls, one after another through the window.
-  Client working(TargetOf(working_dns, pods), LbConfig("weighted_rendezvous"),
+  Client working(DnsTarget(working_dns, pods), LbConfig("weighted_rendezvous"),
                  "working");
   int calls = 0;
   int failed = 0;
@@ -316,7 +293,7 @@ TEST(DnsStarvationE2e, SilentServerStallsNoOtherChannelAndNoThreadSpins) {
   std::vector<std::unique_ptr<Client>> in_flight;
   for (int i = 0; i < silent_count; ++i) {
     in_flight.push_back(std::make_unique<Client>(
-        TargetOf(silent_dns, pods), LbConfig("weighted_rendezvous"),
+        DnsTarget(silent_dns, pods), LbConfig("weighted_rendezvous"),
         absl::StrCat("in-flight-", i)));
     in_flight.back()->channel()->GetState(true);
   }

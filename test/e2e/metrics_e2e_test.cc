@@ -37,11 +37,11 @@ using test_support::OwnerId;
 using test_support::ParsePrometheusText;
 using test_support::PromExposition;
 using test_support::PromLabels;
-using test_support::With;
 using test_support::PromParse;
 using test_support::StatsFor;
 using test_support::WaitFor;
 using test_support::WarmUp;
+using test_support::With;
 
 // `base` made unique in this process: a label's channel totals outlive its
 // channels, so a test run again (--gtest_repeat) needs a label of its own.

@@ -59,9 +59,10 @@ struct CallOutcome {
 class Client {
  public:
   // `credentials`: insecure when null.
-  Client(const std::string& target, const std::string& service_config,
-         const std::string& label, grpc::ChannelArguments args = {},
-         std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr) {
+  Client(
+      const std::string& target, const std::string& service_config,
+      const std::string& label, grpc::ChannelArguments args = {},
+      const std::shared_ptr<grpc::ChannelCredentials>& credentials = nullptr) {
     args.SetServiceConfigJSON(service_config);
     args.SetString(grpc_lb::kStatsLabelArg, label);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
