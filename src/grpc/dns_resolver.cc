@@ -220,7 +220,8 @@ class LookupRequest final
   void OnSrv(dns::SrvResult&& srv);
   void OnAddresses(std::vector<dns::AddressResult>&& found);
   void OnSystemAnswer(size_t index, SystemAnswer found);
-  // Hands the round to the resolver unless it was cancelled.
+  // Hands the round to the resolver (callbacks of a cancelled request
+  // return before this).
   void Deliver(RoundResult round);
 
   // A callback for the poise-dns thread that runs `step` with its result on
@@ -602,10 +603,9 @@ void LookupRequest::OnSystemAnswer(size_t index, SystemAnswer found) {
 }
 
 void LookupRequest::Deliver(RoundResult round) {
-  {
-    const grpc_core::MutexLock lock(&mu_);
-    if (cancelled_) return;
-  }
+  // Outside mu_: the resolver takes its own lock. A round done just after
+  // Orphan() reaches a resolver that has shut down, which drops it
+  // (PollingResolver::OnRequestCompleteLocked).
   resolver_->OnRoundDone(std::move(round));
 }
 
