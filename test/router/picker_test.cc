@@ -15,14 +15,13 @@
 #include <vector>
 
 #include "poise/rendezvous.h"
+#include "test/router/picker_fixture.h"
 #include "test/router/router_test_util.h"
 
 namespace poise::router {
 namespace {
 
-using test::AddressOf;
 using test::CandidatesOf;
-using test::Entry;
 using test::States;
 using test::ValidConfig;
 
@@ -40,21 +39,8 @@ bool Queued(const PickOutcome& outcome) {
   return std::holds_alternative<PickOutcome::Queue>(outcome.result);
 }
 
-class PickerTest : public ::testing::Test {
+class PickerTest : public test::PickerFixture {
  protected:
-  // Backends AddressOf(0..) with these weights (resolver attributes).
-  void Build(Config config, const std::vector<uint32_t>& weights,
-             std::vector<BackendState> states) {
-    std::vector<ResolverEntry> entries;
-    for (size_t i = 0; i < weights.size(); ++i) {
-      entries.push_back(Entry(AddressOf(i), weights[i]));
-    }
-    ASSERT_TRUE(NormalizeAndValidate(config).empty());
-    config_ = std::make_shared<const Config>(std::move(config));
-    set_.Update(entries, *config_);
-    states_ = std::move(states);
-    picker_ = std::make_unique<Picker>(config_, set_.list(), states_, stats_);
-  }
   void BuildReady(Config config, size_t n = 4) {
     Build(std::move(config), std::vector<uint32_t>(n, 1),
           States(n, RoutingState::kReady));
@@ -87,16 +73,6 @@ class PickerTest : public ::testing::Test {
       if (OwnerAmongAll(key) == backend) return key;
     }
   }
-  uint64_t InFlight(size_t backend) const {
-    return set_.backends()[backend].cell->in_flight->Load();
-  }
-
-  std::shared_ptr<const Config> config_;
-  BackendSet set_;
-  std::vector<BackendState> states_;
-  std::shared_ptr<PolicyStats> stats_ =
-      std::make_shared<PolicyStats>("test", "policy");
-  std::unique_ptr<Picker> picker_;
 };
 
 // ---------------------------------------------------------------------------

@@ -11,32 +11,18 @@
 
 #include "poise/rendezvous.h"
 #include "src/router/picker.h"
+#include "test/router/picker_fixture.h"
 #include "test/router/router_test_util.h"
 
 namespace poise::router {
 namespace {
 
-using test::AddressOf;
 using test::CandidatesOf;
-using test::Entry;
 using test::States;
 using test::ValidConfig;
 
-class RetryTest : public ::testing::Test {
+class RetryTest : public test::PickerFixture {
  protected:
-  void Build(Config config, const std::vector<uint32_t>& weights,
-             std::vector<BackendState> states) {
-    std::vector<ResolverEntry> entries;
-    for (size_t i = 0; i < weights.size(); ++i) {
-      entries.push_back(Entry(AddressOf(i), weights[i]));
-    }
-    ASSERT_TRUE(NormalizeAndValidate(config).empty());
-    config_ = std::make_shared<const Config>(std::move(config));
-    set_.Update(entries, *config_);
-    states_ = std::move(states);
-    picker_ = std::make_unique<Picker>(config_, set_.list(), states_, stats_);
-  }
-
   PickOutcome Pick(std::string_view key, uint32_t previous_attempts) const {
     PickRequest request;
     request.key = key;
@@ -56,16 +42,6 @@ class RetryTest : public ::testing::Test {
     for (const Rank& r : ranking.value()) out.push_back(r.index);
     return out;
   }
-  uint64_t InFlight(size_t backend) const {
-    return set_.backends()[backend].cell->in_flight->Load();
-  }
-
-  std::shared_ptr<const Config> config_;
-  BackendSet set_;
-  std::vector<BackendState> states_;
-  std::shared_ptr<PolicyStats> stats_ =
-      std::make_shared<PolicyStats>("test", "policy");
-  std::unique_ptr<Picker> picker_;
 };
 
 TEST(RetryRouting, Spellings) {
