@@ -32,6 +32,7 @@ struct BackendSeries {
   std::array<uint64_t, kStates> states{};
   grpc_lb::CallStats calls;
   uint64_t picks = 0;
+  std::string labels;  // channel="...",backend="...", escaped once
 };
 
 // One label's series.
@@ -39,21 +40,38 @@ struct ChannelSeries {
   std::array<uint64_t, kStates> states{};         // of its live channels
   grpc_lb::ChannelStats counters;                 // live and retired, added
   std::map<std::string, BackendSeries> backends;  // by identity
+  std::string labels;                             // channel="...", escaped
 };
+
+std::string ChannelLabels(const std::string& label) {
+  return "channel=\"" + EscapeLabelValue(label) + "\"";
+}
+
+std::string BackendLabels(const std::string& label,
+                          const std::string& identity) {
+  return ChannelLabels(label) + ",backend=\"" + EscapeLabelValue(identity) +
+         "\"";
+}
 
 std::map<std::string, ChannelSeries> ByLabel(const MetricsSnapshot& snapshot) {
   std::map<std::string, ChannelSeries> out;
   for (const grpc_lb::ChannelStats& retired : snapshot.retired) {
-    AddChannelCounters(retired, out[retired.label].counters);
+    ChannelSeries& series = out[retired.label];
+    AddChannelCounters(retired, series.counters);
+    if (series.labels.empty()) series.labels = ChannelLabels(retired.label);
   }
   for (const grpc_lb::ChannelStats& channel : snapshot.live) {
     ChannelSeries& series = out[channel.label];
     AddChannelCounters(channel, series.counters);
+    if (series.labels.empty()) series.labels = ChannelLabels(channel.label);
     if (const size_t s = StateIndex(channel.connectivity); s < kStates) {
       ++series.states[s];
     }
     for (const grpc_lb::BackendStats& backend : channel.backends) {
       BackendSeries& b = series.backends[backend.identity];
+      if (b.labels.empty()) {
+        b.labels = BackendLabels(channel.label, backend.identity);
+      }
       if (const size_t s = StateIndex(backend.connectivity); s < kStates) {
         ++b.states[s];
       }
@@ -130,16 +148,6 @@ class Writer {
  private:
   std::string text_;
 };
-
-std::string ChannelLabels(const std::string& label) {
-  return "channel=\"" + EscapeLabelValue(label) + "\"";
-}
-
-std::string BackendLabels(const std::string& label,
-                          const std::string& identity) {
-  return ChannelLabels(label) + ",backend=\"" + EscapeLabelValue(identity) +
-         "\"";
-}
 
 // What a family's series hold.
 enum class Kind : uint8_t { kState, kCalls, kDurations, kCount };
@@ -262,15 +270,15 @@ std::string PrometheusText(const MetricsSnapshot& snapshot) {
     w.Family(family.name, family.type, family.help);
     for (const auto& [label, channel] : channels) {
       for (const auto& [identity, b] : channel.backends) {
-        WriteSeries(w, family, BackendLabels(label, identity), b.states,
-                    b.calls, b.picks, /*every_code=*/false);
+        WriteSeries(w, family, b.labels, b.states, b.calls, b.picks,
+                    /*every_code=*/false);
       }
     }
   }
   for (const Family& family : kChannelFamilies) {
     w.Family(family.name, family.type, family.help);
     for (const auto& [label, c] : channels) {
-      WriteSeries(w, family, ChannelLabels(label), c.states, c.counters.calls,
+      WriteSeries(w, family, c.labels, c.states, c.counters.calls,
                   family.count != nullptr ? c.counters.*family.count : 0,
                   /*every_code=*/true);
     }
