@@ -43,40 +43,32 @@ struct ChannelSeries {
   std::string labels;                             // channel="...", escaped
 };
 
-std::string ChannelLabels(const std::string& label) {
-  return "channel=\"" + EscapeLabelValue(label) + "\"";
-}
-
-std::string BackendLabels(const std::string& label,
-                          const std::string& identity) {
-  return ChannelLabels(label) + ",backend=\"" + EscapeLabelValue(identity) +
-         "\"";
-}
-
 std::map<std::string, ChannelSeries> ByLabel(const MetricsSnapshot& snapshot) {
   std::map<std::string, ChannelSeries> out;
   for (const grpc_lb::ChannelStats& retired : snapshot.retired) {
-    ChannelSeries& series = out[retired.label];
-    AddChannelCounters(retired, series.counters);
-    if (series.labels.empty()) series.labels = ChannelLabels(retired.label);
+    AddChannelCounters(retired, out[retired.label].counters);
   }
   for (const grpc_lb::ChannelStats& channel : snapshot.live) {
     ChannelSeries& series = out[channel.label];
     AddChannelCounters(channel, series.counters);
-    if (series.labels.empty()) series.labels = ChannelLabels(channel.label);
     if (const size_t s = StateIndex(channel.connectivity); s < kStates) {
       ++series.states[s];
     }
     for (const grpc_lb::BackendStats& backend : channel.backends) {
       BackendSeries& b = series.backends[backend.identity];
-      if (b.labels.empty()) {
-        b.labels = BackendLabels(channel.label, backend.identity);
-      }
       if (const size_t s = StateIndex(backend.connectivity); s < kStates) {
         ++b.states[s];
       }
       AddCallStats(backend.calls, b.calls);
       b.picks += backend.picks;
+    }
+  }
+  // Each series' labels, escaped once for all its families.
+  for (auto& [label, series] : out) {
+    series.labels = "channel=\"" + EscapeLabelValue(label) + "\"";
+    for (auto& [identity, b] : series.backends) {
+      b.labels =
+          series.labels + ",backend=\"" + EscapeLabelValue(identity) + "\"";
     }
   }
   return out;
