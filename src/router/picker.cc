@@ -263,7 +263,10 @@ std::optional<PreparedCandidates::Routed> Picker::RouteAlong(
 
 std::optional<size_t> Picker::NthAlong(const KeyOrderPrefix& prefix,
                                        const std::vector<Candidate>& candidates,
-                                       size_t eligible, size_t n) {
+                                       size_t n) {
+  const auto eligible = static_cast<size_t>(
+      std::count_if(candidates.begin(), candidates.end(),
+                    [](const Candidate& c) { return c.IsEligible(); }));
   if (eligible == 0) return std::nullopt;
   size_t remaining = n % eligible;
   for (size_t j = 0; j < prefix.size; ++j) {
@@ -597,7 +600,7 @@ PickOutcome Picker::PickRetry(std::string_view key,
 
 Result<size_t> Picker::NthChoice(std::string_view key,
                                  const std::vector<Candidate>& candidates,
-                                 size_t eligible, size_t n, int64_t now_ns,
+                                 size_t n, int64_t now_ns,
                                  const KeyOrderPrefix* prefix) const {
   if (bounded_) {
     const Result<Decision> d = bounded_policy_.DecideNth(
@@ -607,8 +610,7 @@ Result<size_t> Picker::NthChoice(std::string_view key,
     return d.value().selection;
   }
   if (prefix != nullptr) {
-    const std::optional<size_t> nth =
-        NthAlong(*prefix, candidates, eligible, n);
+    const std::optional<size_t> nth = NthAlong(*prefix, candidates, n);
     if (nth.has_value()) return *nth;
   }
   return WeightedRendezvous::PickNth(key, candidates, ready_.table(), n);
@@ -625,16 +627,11 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
   KeyOrderPrefix prefix;
   const bool along =
       !bounded_ && key_cache_ != nullptr && CachedOrder(key, &prefix);
-  size_t eligible = ready_count_;
   bool left_out = false;  // some READY backend was at the limit
   for (;;) {
-    if (limited) {
-      const size_t at_limit = LeaveOutBackendsAtTheLimit(candidates);
-      eligible -= at_limit;
-      left_out |= at_limit != 0;
-    }
-    const Result<size_t> chosen = NthChoice(key, candidates, eligible, n,
-                                            now_ns, along ? &prefix : nullptr);
+    if (limited) left_out |= LeaveOutBackendsAtTheLimit(candidates) != 0;
+    const Result<size_t> chosen =
+        NthChoice(key, candidates, n, now_ns, along ? &prefix : nullptr);
     if (!chosen.ok()) {
       if (left_out && chosen.error() == PickError::kNoEligibleCandidates) {
         break;
@@ -646,7 +643,6 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
     InFlightGuard slot = TryAcquire(selection);
     if (slot.held()) return Complete(selection, false, std::move(slot));
     candidates[selection].eligible = false;  // filled up since it was read
-    --eligible;
     left_out = true;
   }
   return Fail(absl::ResourceExhaustedError(

@@ -228,7 +228,7 @@ class Picker final {
   // in `candidates`, if the prefix reaches it.
   static std::optional<size_t> NthAlong(
       const KeyOrderPrefix& prefix, const std::vector<Candidate>& candidates,
-      size_t eligible, size_t n);
+      size_t n);
   // E_i of READY backend i at `now_ns`, and its fresh report if any.
   uint64_t FleetLoadOf(size_t i, int64_t now_ns,
                        std::optional<FreshReport>* report = nullptr) const;
@@ -261,12 +261,11 @@ class Picker final {
                                    uint32_t previous_attempts) const;
   POISE_COLD PickOutcome PickNextChoice(std::string_view key,
                                         uint32_t previous_attempts) const;
-  // P6's choice among `candidates` (`eligible` of them eligible) for attempt
-  // n + 1; along the key's cached order prefix where given and it reaches.
+  // P6's choice among `candidates` for attempt n + 1; along the key's cached
+  // order prefix where given and it reaches.
   Result<size_t> NthChoice(std::string_view key,
-                           const std::vector<Candidate>& candidates,
-                           size_t eligible, size_t n, int64_t now_ns,
-                           const KeyOrderPrefix* prefix) const;
+                           const std::vector<Candidate>& candidates, size_t n,
+                           int64_t now_ns, const KeyOrderPrefix* prefix) const;
 
   const std::shared_ptr<const Config> config_;
   // Owns the identities the candidates below borrow.
