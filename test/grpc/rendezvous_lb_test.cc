@@ -444,6 +444,26 @@ class RendezvousLbTest : public test_support::PolicyFixture {
     return {};
   }
 
+  // Backend i (at identities_[i]) is hashed as hashed[i], by the stats and
+  // by where 200 keys go: each to its owner among `hashed` (one weight).
+  void ExpectBackendsHashedAs(const std::vector<std::string>& hashed) {
+    const ChannelStats stats = Stats();
+    ASSERT_EQ(stats.backends.size(), hashed.size());
+    std::vector<Candidate> candidates;
+    for (size_t i = 0; i < hashed.size(); ++i) {
+      EXPECT_EQ(stats.backends[i].identity, hashed[i]);
+      EXPECT_EQ(stats.backends[i].address, identities_[i]);
+      candidates.push_back({hashed[i], 1, true});
+    }
+    for (int k = 0; k < 200; ++k) {
+      const std::string key = absl::StrCat("user-", k);
+      ASSERT_EQ(
+          PickBackend(key),
+          static_cast<int>(WeightedRendezvous::Pick(key, candidates).value()))
+          << key;
+    }
+  }
+
   uint64_t InFlight(int backend) {
     for (const BackendStats& b : Stats().backends) {
       if (b.identity == identities_[static_cast<size_t>(backend)]) {
@@ -768,23 +788,7 @@ TEST_F(RendezvousLbTest, IdentityAddressArgDrivesTheHash) {
   for (int i = 0; i < kBackends; ++i) SetState(i, GRPC_CHANNEL_READY);
   Drain();
   ASSERT_EQ(state_, GRPC_CHANNEL_READY);
-  const std::vector<std::string> hashed = {"a", "web-1:8443", identities_[2],
-                                           "web-3:8443"};
-  const ChannelStats stats = Stats();
-  ASSERT_EQ(stats.backends.size(), 4u);
-  std::vector<Candidate> candidates;
-  candidates.reserve(hashed.size());
-  for (size_t i = 0; i < hashed.size(); ++i) {
-    EXPECT_EQ(stats.backends[i].identity, hashed[i]);
-    candidates.push_back({hashed[i], 1, true});
-  }
-  for (int k = 0; k < 200; ++k) {
-    const std::string key = absl::StrCat("user-", k);
-    ASSERT_EQ(
-        PickBackend(key),
-        static_cast<int>(WeightedRendezvous::Pick(key, candidates).value()))
-        << key;
-  }
+  ExpectBackendsHashedAs({"a", "web-1:8443", identities_[2], "web-3:8443"});
 }
 
 // A resolver's identity attribute names the backend unless the config's
@@ -811,22 +815,7 @@ TEST_F(RendezvousLbTest, IdentityAttributeDrivesTheHash) {
   Drain();
   ASSERT_EQ(state_, GRPC_CHANNEL_READY);
   // endpoints[] wins, then the attribute; an empty one names nothing.
-  const std::vector<std::string> hashed = {"a", "b", identities_[2], "d"};
-  const ChannelStats stats = Stats();
-  ASSERT_EQ(stats.backends.size(), 4u);
-  std::vector<Candidate> candidates;
-  for (size_t i = 0; i < hashed.size(); ++i) {
-    EXPECT_EQ(stats.backends[i].identity, hashed[i]);
-    EXPECT_EQ(stats.backends[i].address, identities_[i]);
-    candidates.push_back({hashed[i], 1, true});
-  }
-  for (int k = 0; k < 200; ++k) {
-    const std::string key = absl::StrCat("user-", k);
-    ASSERT_EQ(
-        PickBackend(key),
-        static_cast<int>(WeightedRendezvous::Pick(key, candidates).value()))
-        << key;
-  }
+  ExpectBackendsHashedAs({"a", "b", identities_[2], "d"});
 }
 
 // Two addresses hashed as one identity would split that owner's keys by list
