@@ -365,17 +365,6 @@ PickOutcome Picker::PickBounded(std::string_view key,
   }
 }
 
-InFlightGuard Picker::TryAcquireWithinBound(size_t i, uint64_t total) const {
-  const Bound bound = bounded_policy_.BoundFor(
-      total, ready_.candidates()[i].weight, ready_weight_);
-  const uint64_t limit = limit_;
-  return InFlightGuard::TryAcquireIf(
-      SharedCounter(list_->backends[i].cell), [&bound, limit](uint64_t count) {
-        return bound.HasRoom(count) &&
-               (limit == InFlightCounter::kNoLimit || count < limit);
-      });
-}
-
 uint64_t Picker::LoadOfAFull(size_t i, uint64_t total) const {
   const UInt128 capacity =
       bounded_policy_

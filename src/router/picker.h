@@ -221,9 +221,6 @@ class Picker final {
   // A load at backend i's Bound for `total` (a pick reads a backend it lost
   // at the slot as full).
   uint64_t LoadOfAFull(size_t i, uint64_t total) const;
-  // A slot on backend i while its count is below its Bound for `total` and
-  // maxInFlightPerBackend, checked atomically with the taking.
-  InFlightGuard TryAcquireWithinBound(size_t i, uint64_t total) const;
   // P6 along the prefix: the (n mod m + 1)-th of the m candidates eligible
   // in `candidates`, if the prefix reaches it.
   static std::optional<size_t> NthAlong(
@@ -247,6 +244,20 @@ class Picker final {
   InFlightGuard TryAcquire(size_t index) const {
     return InFlightGuard::TryAcquireWithin(
         SharedCounter(list_->backends[index].cell), limit_);
+  }
+  // A slot on backend i while its count is below its Bound for `total` and
+  // maxInFlightPerBackend, checked atomically with the taking. Here, not in
+  // picker.cc, so that the bounded pick's hot path inlines it.
+  InFlightGuard TryAcquireWithinBound(size_t i, uint64_t total) const {
+    const Bound bound = bounded_policy_.BoundFor(
+        total, ready_.candidates()[i].weight, ready_weight_);
+    const uint64_t limit = limit_;
+    return InFlightGuard::TryAcquireIf(
+        SharedCounter(list_->backends[i].cell),
+        [&bound, limit](uint64_t count) {
+          return bound.HasRoom(count) &&
+                 (limit == InFlightCounter::kNoLimit || count < limit);
+        });
   }
   // The cold paths.
   POISE_COLD PickOutcome PickWithoutKey() const;
