@@ -325,10 +325,14 @@ HWY_INLINE uint64_t BitsAt(const uint8_t* bits, size_t bytes, size_t i,
 
 // Lane k all ones where bit k of `word` is set, else zero. Vectors of up
 // to four lanes load it from a table (one load rather than a broadcast, an
-// and and a compare); wider ones test the bits.
+// and and a compare); wider ones test the bits. A build with
+// POISE_KERNELS_TEST_BITS tests the bits on every target, so that the
+// AVX-512 kernels' way is tested on hosts without AVX-512 (CMakeLists.txt).
 #undef POISE_KEEP_TABLE
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 ||  \
-    HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_NEON || \
+#if defined(POISE_KERNELS_TEST_BITS)
+#define POISE_KEEP_TABLE 0
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 || \
+    HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_NEON ||  \
     HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
 #define POISE_KEEP_TABLE 1
 #else
