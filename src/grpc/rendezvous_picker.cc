@@ -27,9 +27,27 @@ using grpc_core::LoadBalancingPolicy;
 // this client's count still holding the call (the backend counted it too).
 // A tracker destroyed without Finish() (the call died before it began)
 // counts nothing and gives the slot back when the guard goes.
+//
+// It lives in the call's arena (CallState::Alloc, which gRPC offers for
+// per-call objects), not on the heap: the call outlives the tracker (gRPC
+// 1.51 holds it in the call's LoadBalancedCall, or in the PickResult while
+// the pick runs) and frees the arena at its end, so deleting the tracker
+// runs its destructor only.
 class CallTracker final
     : public LoadBalancingPolicy::SubchannelCallTrackerInterface {
  public:
+  static void* operator new(size_t size, LoadBalancingPolicy::CallState* call) {
+    return call->Alloc(size);
+  }
+  // Called only if the constructor threw (it does not throw).
+  static void operator delete(void* /*tracker*/,
+                              LoadBalancingPolicy::CallState* /*call*/) {}
+  // Only in an arena: no heap form, and deleting frees nothing (the check
+  // does not count a deleted operator new as its pair).
+  static void* operator new(size_t size) = delete;
+  // NOLINTNEXTLINE(misc-new-delete-overloads)
+  static void operator delete(void* /*tracker*/) {}
+
   // `reporting_config`: serverLoad's config, else null.
   CallTracker(InFlightGuard slot, std::shared_ptr<router::BackendCell> cell,
               std::shared_ptr<router::PolicyStats> stats,
@@ -132,9 +150,9 @@ RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
     // NOLINTNEXTLINE(clang-analyzer-cplusplus.NewDeleteLeaks)
     return PickResult::Complete(
         subchannels_[c->backend],
-        std::make_unique<CallTracker>(std::move(c->slot),
-                                      router_->backends()[c->backend].cell,
-                                      stats_, reporting_config_, policy_));
+        std::unique_ptr<CallTracker>(new (args.call_state) CallTracker(
+            std::move(c->slot), router_->backends()[c->backend].cell, stats_,
+            reporting_config_, policy_)));
   }
   if (auto* f = std::get_if<router::PickOutcome::Fail>(&outcome.result)) {
     return Drop(std::move(f->status));

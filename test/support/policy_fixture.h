@@ -123,7 +123,10 @@ class PolicyFixture : public grpc_core::testing::LoadBalancingPolicyTest {
     }
   }
 
+  // A pick and its call: the call state outlives the tracker, as a call's
+  // arena does in gRPC (the policies make their trackers in it).
   struct Picked {
+    std::unique_ptr<FakeCallState> call_state;
     PickResult result;
     int backend = -1;  // for Complete
     std::unique_ptr<Tracker> tracker;
@@ -135,9 +138,10 @@ class PolicyFixture : public grpc_core::testing::LoadBalancingPolicyTest {
     std::map<std::string, std::string> md;
     if (key.has_value()) md[kHeader] = *key;
     FakeMetadata metadata(md);
-    FakeCallState call_state;
-    Picked out{picker_->Pick({"/svc/method", &metadata, &call_state}), -1,
-               nullptr};
+    auto call_state = std::make_unique<FakeCallState>();
+    PickResult result =
+        picker_->Pick({"/svc/method", &metadata, call_state.get()});
+    Picked out{std::move(call_state), std::move(result), -1, nullptr};
     if (auto* c = absl::get_if<PickResult::Complete>(&out.result.result)) {
       auto* sc =
           static_cast<SubchannelState::FakeSubchannel*>(c->subchannel.get());
