@@ -145,9 +145,7 @@ RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
       TracePick(c->backend, c->spilled);
     }
     // Every call gets a tracker: only a tracker tells the policy how a call
-    // ended. It is owned by the returned PickResult; the analyzer loses it
-    // in absl::variant's move.
-    // NOLINTNEXTLINE(clang-analyzer-cplusplus.NewDeleteLeaks)
+    // ended. It is owned by the returned PickResult.
     return PickResult::Complete(
         subchannels_[c->backend],
         std::unique_ptr<CallTracker>(new (args.call_state) CallTracker(
