@@ -1,7 +1,7 @@
 # Cross build for 64-bit ARM Linux with Debian's toolchain
-# (g++-aarch64-linux-gnu) and multiarch libraries (libabsl-dev:arm64,
-# libhwy-dev:arm64 in /usr/lib/aarch64-linux-gnu); tools/test-arm64.sh uses
-# it. Tests run under qemu-user: CMAKE_CROSSCOMPILING_EMULATOR is what ctest
+# (g++-aarch64-linux-gnu) and multiarch libraries (libabsl-dev:arm64 in
+# /usr/lib/aarch64-linux-gnu; Highway is built from its sources, as on
+# x86-64); tools/test-arm64.sh uses it. Tests run under qemu-user: CMAKE_CROSSCOMPILING_EMULATOR is what ctest
 # and gtest_discover_tests put in front of every test binary.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)

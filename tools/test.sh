@@ -28,7 +28,20 @@ esac
 "$root/tools/setup.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release ${POISE_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j"$jobs"
-ctest --test-dir "$build" -j"$jobs" --output-on-failure --timeout 600
+log=$build/ctest-release.log
+ctest --test-dir "$build" -j"$jobs" --output-on-failure --timeout 600 | tee "$log"
+# Which kernel targets this host ran: each per-target case names its target
+# last (".../AVX2"); a target the CPU cannot run skips its cases.
+echo "== kernel targets on this host ($(grep -m1 '^model name' /proc/cpuinfo | sed 's/.*: //'), $(grep -m1 '^cpu family' /proc/cpuinfo | tr -d '\t'), $(grep -qw avx512f /proc/cpuinfo && echo avx512f || echo 'no avx512f'))"
+awk '/ Test +#[0-9]+: .*\/(AVX3|AVX2|SSE4|EMU128|SCALAR|NEON)[ ]/ {
+       match($0, /\/(AVX3|AVX2|SSE4|EMU128|SCALAR|NEON)[ ]/)
+       t = substr($0, RSTART + 1, RLENGTH - 2)
+       if ($0 ~ /Skipped/) skipped[t]++; else ran[t]++
+       seen[t] = 1
+     }
+     END {
+       for (t in seen) printf "  %-7s %3d per-target cases ran, %3d skipped%s\n", t, ran[t], skipped[t], (ran[t] ? "" : " (the CPU lacks it)")
+     }' "$log" | sort
 
 if ((quick == 0)); then
   echo "== valgrind: 5000 calls through one channel (test/hardening/soak_test.cc)"

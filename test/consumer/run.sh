@@ -4,9 +4,11 @@
 #   run.sh subdirectory SOURCE_DIR WORK_DIR          add_subdirectory of the source tree
 #   run.sh pkgconfig SOURCE_DIR BUILD_DIR WORK_DIR   cmake --install, then a plain c++
 #                                                    command with pkg-config's flags
+#   run.sh valgrind SOURCE_DIR BUILD_DIR WORK_DIR    the pkgconfig program, run under
+#                                                    valgrind (memcheck, callgrind)
 set -euo pipefail
 mode=$1 source=$2
-if [[ $mode == pkgconfig ]]; then
+if [[ $mode == pkgconfig || $mode == valgrind ]]; then
   build=$3 work=$4
   rm -rf "$work" && mkdir -p "$work"
   cmake --install "$build" --prefix "$work/prefix" >/dev/null
@@ -22,7 +24,21 @@ if [[ $mode == pkgconfig ]]; then
   # shellcheck disable=SC2086 # word splitting of the flags is intended
   c++ -std=c++20 $cflags "$source/test/consumer/pkgconfig_main.cc" \
     -o "$work/consumer" $(pkg-config --libs poise)
-  "$work/consumer"
+  if [[ $mode == pkgconfig ]]; then
+    "$work/consumer"
+    exit 0
+  fi
+  # valgrind: the program runs under memcheck and callgrind on every host.
+  # Debian's libhwy.so calibrates a timer with rdtscp when it is loaded,
+  # which valgrind cannot decode on AMD Zen 4/5: no libhwy may be loaded.
+  if ldd "$work/consumer" | grep -i hwy; then
+    echo "the consumer loads Highway's shared library (above)" >&2
+    exit 1
+  fi
+  grep -m1 '^cpu family' /proc/cpuinfo || true
+  valgrind -q --error-exitcode=1 "$work/consumer"
+  valgrind -q --tool=callgrind --callgrind-out-file="$work/callgrind.out" "$work/consumer"
+  echo "valgrind consumer: ok"
   exit 0
 fi
 if [[ $mode == installed ]]; then
