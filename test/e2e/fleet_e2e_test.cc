@@ -9,6 +9,7 @@
 // garbage reports, with per-call or out-of-band reports only, and one killed
 // with SIGKILL mid-stream. bench/fleet.sh runs the comparison for longer.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -108,7 +109,10 @@ constexpr int kInFlight = 1;
 constexpr int kFactor = 150;
 constexpr char kHotShare[] = "0.7";
 constexpr int kCallMs = 20;
-constexpr int64_t kWarmUpMs = 3000;  // before the clients start together
+// Once every process is ready (clients warmed up), the clients start together
+// this long after: on a busy host processes start seconds apart, so the start
+// is set only when the last one is ready (tools/fleet/start_file.h).
+constexpr int64_t kStartMarginMs = 1000;
 constexpr int64_t kSettleMs = 500;   // the backends measure from here
 constexpr int64_t kWindowMs = 4000;  // the clients' loop
 
@@ -142,14 +146,30 @@ struct ModeResult {
   }
 };
 
+// Writes `ms` to `path` so that a reader sees all of it or no file.
+bool WriteStartFile(const std::string& path, int64_t ms) {
+  const std::string partial = path + ".partial";
+  FILE* f = std::fopen(partial.c_str(), "w");
+  if (f == nullptr) return false;
+  const bool written =
+      std::fprintf(f, "%lld\n", static_cast<long long>(ms)) > 0;
+  return std::fclose(f) == 0 && written &&
+         std::rename(partial.c_str(), path.c_str()) == 0;
+}
+
 ModeResult RunFleet(const std::string& mode) {
   ModeResult r;
-  const int64_t start_ms = EpochMs() + kWarmUpMs;
+  const std::string files =
+      absl::StrCat(::testing::TempDir(), "fleet-e2e-", getpid(), "-", mode);
+  const std::string start_file = files + ".start";
+  const std::string window_file = files + ".window";
+  std::remove(start_file.c_str());
+  std::remove(window_file.c_str());
   Backends backends;
   std::vector<std::vector<std::string>> flags(
-      kBackends, {"--call-ms", std::to_string(kCallMs), "--window-start-ms",
-                  std::to_string(start_ms + kSettleMs), "--window-ms",
-                  std::to_string(kWindowMs - kSettleMs)});
+      kBackends,
+      {"--call-ms", std::to_string(kCallMs), "--window-start-file", window_file,
+       "--window-ms", std::to_string(kWindowMs - kSettleMs)});
   if (!backends.Start(flags)) {
     ADD_FAILURE() << "backends did not start";
     return r;
@@ -168,8 +188,8 @@ ModeResult RunFleet(const std::string& mode) {
                                    kHotShare,
                                    "--seconds",
                                    absl::StrCat(kWindowMs / 1000.0),
-                                   "--start-at-ms",
-                                   std::to_string(start_ms),
+                                   "--start-at-file",
+                                   start_file,
                                    "--oob-interval",
                                    "0.01s",
                                    "--max-report-age",
@@ -185,6 +205,22 @@ ModeResult RunFleet(const std::string& mode) {
       return r;
     }
     clients.push_back(std::move(p));
+  }
+  // Every client warmed up (each backend served it) before the start is set.
+  for (size_t c = 0; c < clients.size(); ++c) {
+    const std::optional<std::string> line = clients[c]->ReadLine(180s);
+    if (!line.has_value() ||
+        line->find("\"ready\":true") == std::string::npos) {
+      ADD_FAILURE() << "client " << c
+                    << " was not ready: " << line.value_or("(nothing)");
+      return r;
+    }
+  }
+  const int64_t start_ms = EpochMs() + kStartMarginMs;
+  if (!WriteStartFile(window_file, start_ms + kSettleMs) ||
+      !WriteStartFile(start_file, start_ms)) {
+    ADD_FAILURE() << "could not write " << files << ".*";
+    return r;
   }
   for (size_t c = 0; c < clients.size(); ++c) {
     const auto limit = std::chrono::milliseconds(
@@ -216,6 +252,8 @@ ModeResult RunFleet(const std::string& mode) {
     r.max_peak = std::max(r.max_peak, r.peak.back());
     r.max_avg = std::max(r.max_avg, r.avg.back());
   }
+  std::remove(start_file.c_str());
+  std::remove(window_file.c_str());
   return r;
 }
 

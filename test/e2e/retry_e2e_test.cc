@@ -158,7 +158,7 @@ class ChildBackends {
 
 // ---------------------------------------------------------------------------
 // Load: kThreads threads, each with its own keys, calls of `delay_ms`
-// without wait_for_ready (as the demo), until `stop` or `max_calls` each.
+// without wait_for_ready (as the demo), until `stop`.
 
 struct LoadResult {
   int total = 0;
@@ -166,10 +166,13 @@ struct LoadResult {
   std::map<grpc::StatusCode, int> codes;
   std::map<std::string, int> ok_by_backend;  // backend id -> OK replies
   bool all_in_time = true;
+  bool counts_reached = true;  // the calls before and after the fault ran
 };
 
-LoadResult RunLoad(Client& client, const std::atomic<bool>& stop, int max_calls,
-                   uint32_t delay_ms) {
+// kThreads threads of calls until `stop`; `ended` counts the calls that
+// ended, as they end.
+LoadResult RunLoad(Client& client, const std::atomic<bool>& stop,
+                   std::atomic<int>& ended, uint32_t delay_ms) {
   LoadResult result;
   std::mutex mu;
   std::vector<std::thread> threads;
@@ -180,10 +183,11 @@ LoadResult RunLoad(Client& client, const std::atomic<bool>& stop, int max_calls,
       options.delay_ms = delay_ms;
       options.wait_for_ready = false;
       options.deadline = std::chrono::seconds(5);
-      for (int i = 0; i < max_calls && !stop.load(); ++i) {
+      for (int i = 0; !stop.load(); ++i) {
         const CallOutcome out =
             client.Call(absl::StrCat("t", t, "-key-", i % 64), options);
         ++mine.total;
+        ended.fetch_add(1);
         mine.all_in_time &= out.ended_in_time;
         if (out.status.ok()) {
           ++mine.ok_by_backend[out.backend_id];
@@ -206,22 +210,32 @@ LoadResult RunLoad(Client& client, const std::atomic<bool>& stop, int max_calls,
   return result;
 }
 
-// Starts the load, runs `fault` after `before`, stops the load `after` it.
+// Starts the load, runs `fault` once `before` calls have ended, and stops
+// the load once `after` more have. Counts, not time: on a busy host the
+// same calls run, only later (each wait has a generous deadline).
 template <typename Fault>
-LoadResult LoadWithFault(Client& client, Fault fault,
-                         std::chrono::milliseconds before,
-                         std::chrono::milliseconds after) {
+LoadResult LoadWithFault(Client& client, Fault fault, int before, int after) {
   std::atomic<bool> stop{false};
+  std::atomic<int> ended{0};
   LoadResult result;
   std::thread load(
-      [&] { result = RunLoad(client, stop, /*max_calls=*/4000, 2); });
-  std::this_thread::sleep_for(before);
+      [&] { result = RunLoad(client, stop, ended, /*delay_ms=*/2); });
+  const auto limit = std::chrono::seconds(120);
+  const bool started = WaitFor([&] { return ended.load() >= before; }, limit);
   fault();
-  std::this_thread::sleep_for(after);
+  const int at_fault = ended.load();
+  const bool finished =
+      WaitFor([&] { return ended.load() >= at_fault + after; }, limit);
   stop.store(true);
   load.join();
+  result.counts_reached = started && finished;
   return result;
 }
+
+// The drain and crash tests' load: calls ended before the fault, and after
+// it before the load stops (a few hundred ms each on an idle host).
+constexpr int kCallsBefore = 150;
+constexpr int kCallsAfter = 200;
 
 class RetryE2e : public ::testing::TestWithParam<const char*> {
  protected:
@@ -319,9 +333,9 @@ TEST_P(RetryE2e, AGracefulDrainLosesNoCallWithTheRecommendedRetryPolicy) {
     Client client(set.target(), ServiceConfig(GetParam(), retry), label);
     ASSERT_TRUE(test_support::WarmUp(client, set));
     const LoadResult r = LoadWithFault(
-        client, [&] { set.backend(2).Stop(); }, std::chrono::milliseconds(300),
-        std::chrono::milliseconds(300));
-    EXPECT_GT(r.total, 100);
+        client, [&] { set.backend(2).Stop(); }, kCallsBefore, kCallsAfter);
+    EXPECT_TRUE(r.counts_reached);
+    EXPECT_GE(r.total, kCallsBefore + kCallsAfter);
     EXPECT_TRUE(r.all_in_time);
     EXPECT_TRUE(r.ok_by_backend.count("b2") == 1);  // it served before
     if (retry) {
@@ -357,9 +371,9 @@ TEST_P(RetryE2e, ACrashLosesNoCallWithTheRecommendedRetryPolicy) {
     ASSERT_EQ(served.size(), 5u);
     const std::string victim = children.addresses()[2];
     const LoadResult r = LoadWithFault(
-        client, [&] { children.Kill(2, SIGKILL); },
-        std::chrono::milliseconds(300), std::chrono::milliseconds(400));
-    EXPECT_GT(r.total, 100);
+        client, [&] { children.Kill(2, SIGKILL); }, kCallsBefore, kCallsAfter);
+    EXPECT_TRUE(r.counts_reached);
+    EXPECT_GE(r.total, kCallsBefore + kCallsAfter);
     EXPECT_TRUE(r.all_in_time);
     const grpc_lb::ChannelStats stats = StatsFor(label);
     const grpc_lb::BackendStats* b2 = BackendNamed(stats, victim);

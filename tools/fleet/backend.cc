@@ -8,7 +8,8 @@
 //   poise-fleet-backend [--ip 127.0.0.1] [--port 0] [--call-ms 20]
 //       [--exponential] [--reports both|per-call|oob|none]
 //       [--garbage nan|negative] [--window-start-ms EPOCH_MS]
-//       [--window-ms N] [--key-header x-key] [--hot-key hot]
+//       [--window-start-file PATH] [--window-ms N] [--key-header x-key]
+//       [--hot-key hot]
 //
 // It prints "listening on IP:PORT" once it serves, and on SIGTERM or SIGINT
 // ends its ORCA streams, shuts down (1 s deadline) and prints one JSON line:
@@ -17,6 +18,8 @@
 // The window is [window-start-ms, window-start-ms + window-ms] on the system
 // clock (milliseconds since the epoch), so that processes started apart agree
 // on it; without --window-start-ms it is from the start to the signal.
+// --window-start-file: the window starts at the time PATH will hold
+// (start_file.h), so that a fleet can agree on it once all of it is ready.
 //
 // --garbage makes every reply carry its own endpoint-load-metrics-bin trailer
 // with utilization "rif" = NaN or -5. The server library appends its own
@@ -38,14 +41,17 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "echo.grpc.pb.h"
 #include "poise/load_reports.h"
+#include "start_file.h"
 
 namespace {
 
@@ -66,7 +72,8 @@ int Usage() {
       "usage: poise-fleet-backend [--ip 127.0.0.1] [--port 0] [--call-ms 20]\n"
       "    [--exponential] [--reports both|per-call|oob|none]\n"
       "    [--garbage nan|negative] [--window-start-ms EPOCH_MS]\n"
-      "    [--window-ms N] [--key-header x-key] [--hot-key hot]\n");
+      "    [--window-start-file PATH] [--window-ms N] [--key-header x-key]\n"
+      "    [--hot-key hot]\n");
   return 2;
 }
 
@@ -105,6 +112,14 @@ class Concurrency {
  public:
   Concurrency(int64_t start_us, int64_t end_us)
       : start_us_(start_us), end_us_(end_us), last_us_(NowUs()) {}
+
+  // Moves the window (before it starts: --window-start-file).
+  void SetWindow(int64_t start_us, int64_t end_us) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Advance(NowUs());
+    start_us_ = start_us;
+    end_us_ = end_us;
+  }
 
   void Change(int delta, bool hot) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -151,8 +166,8 @@ class Concurrency {
   }
 
   std::mutex mu_;
-  const int64_t start_us_;
-  const int64_t end_us_;
+  int64_t start_us_;
+  int64_t end_us_;
   int64_t last_us_;
   int level_ = 0;
   int peak_ = 0;
@@ -170,6 +185,7 @@ struct Options {
   std::string reports = "both";
   std::string garbage;  // "", "nan" or "negative"
   int64_t window_start_ms = -1;
+  std::string window_start_file;
   int64_t window_ms = -1;
   std::string key_header = "x-key";
   std::string hot_key = "hot";
@@ -257,6 +273,10 @@ bool ParseValue(const std::string& arg, const std::string& value,
     return ParseInt(value, 0, std::numeric_limits<int64_t>::max() / 1000,
                     &options->window_start_ms);
   }
+  if (arg == "--window-start-file") {
+    options->window_start_file = value;
+    return !value.empty();
+  }
   if (arg == "--window-ms") {
     return ParseInt(value, 1, 86400000, &options->window_ms);
   }
@@ -285,11 +305,20 @@ int main(int argc, char** argv) {
   }
   if (!options.garbage.empty()) options.reports = "none";
 
-  const int64_t start_us =
-      options.window_start_ms >= 0 ? options.window_start_ms * 1000 : NowUs();
-  const int64_t end_us = options.window_ms > 0
-                             ? start_us + options.window_ms * 1000
-                             : std::numeric_limits<int64_t>::max();
+  // The window [start, start + window-ms] (no end without --window-ms).
+  const auto window_from = [&](int64_t start_us) {
+    return std::pair<int64_t, int64_t>{
+        start_us, options.window_ms > 0 ? start_us + options.window_ms * 1000
+                                        : std::numeric_limits<int64_t>::max()};
+  };
+  // Until --window-start-file holds a time, no window (it starts never).
+  const auto [start_us, end_us] =
+      !options.window_start_file.empty()
+          ? std::pair<int64_t, int64_t>{std::numeric_limits<int64_t>::max(),
+                                        std::numeric_limits<int64_t>::max()}
+          : window_from(options.window_start_ms >= 0
+                            ? options.window_start_ms * 1000
+                            : NowUs());
   Concurrency concurrency(start_us, end_us);
   Service service(options, &concurrency);
 
@@ -323,7 +352,17 @@ int main(int argc, char** argv) {
   std::printf("listening on %s\n", address.c_str());
   std::fflush(stdout);
 
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  bool window_set = options.window_start_file.empty();
+  while (!g_stop) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(window_set ? 20 : 2));
+    if (window_set) continue;
+    if (const std::optional<int64_t> ms =
+            poise::fleet::ReadStartFile(options.window_start_file)) {
+      const auto [from, to] = window_from(*ms * 1000);
+      concurrency.SetWindow(from, to);
+      window_set = true;
+    }
+  }
   if (reports != nullptr) reports->EndStreams();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server->Wait();

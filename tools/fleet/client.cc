@@ -7,14 +7,17 @@
 //   poise-fleet-client --target ipv4:127.0.0.1:P1,127.0.0.1:P2,...
 //       [--mode local|fleet-per-call|fleet-oob] [--in-flight 1]
 //       [--hot-share 0.5] [--keys 100000] [--zipf 1.0] [--seconds 10]
-//       [--start-at-ms EPOCH_MS] [--oob-interval 0.01s]
-//       [--max-report-age 1s] [--factor 150] [--seed N] [--label NAME]
+//       [--start-at-ms EPOCH_MS | --start-at-file PATH]
+//       [--oob-interval 0.01s] [--max-report-age 1s] [--factor 150]
+//       [--seed N] [--label NAME]
 //
 // Modes: local (no serverLoad: each client bounds its own calls only),
 // fleet-per-call (serverLoad, outOfBandInterval "0s"), fleet-oob (serverLoad,
 // outOfBandInterval --oob-interval). Before the loop it sends warm-up calls
 // until every backend has served one (READY), then waits for --start-at-ms
-// (system clock) if given, so that the clients of a fleet start together;
+// (system clock) if given, so that the clients of a fleet start together
+// (--start-at-file: prints {"ready":true} after the warm-up and waits, up to
+// 10 minutes, for PATH to hold that time: start_file.h);
 // the loop runs --seconds. At the end it waits (up to 5 s) for every
 // backend's in_flight to return to 0 and prints one JSON line: its calls,
 // errors, hot calls and those served by the hot key's owner, and the
@@ -33,6 +36,7 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -44,6 +48,7 @@
 #include "echo.grpc.pb.h"
 #include "poise/grpc_lb.h"
 #include "poise/rendezvous.h"
+#include "start_file.h"
 
 namespace {
 
@@ -56,8 +61,9 @@ int Usage() {
       "usage: poise-fleet-client --target ipv4:127.0.0.1:P1,127.0.0.1:P2,...\n"
       "    [--mode local|fleet-per-call|fleet-oob] [--in-flight 1]\n"
       "    [--hot-share 0.5] [--keys 100000] [--zipf 1.0] [--seconds 10]\n"
-      "    [--start-at-ms EPOCH_MS] [--oob-interval 0.01s]\n"
-      "    [--max-report-age 1s] [--factor 150] [--seed N] [--label NAME]\n");
+      "    [--start-at-ms EPOCH_MS | --start-at-file PATH]\n"
+      "    [--oob-interval 0.01s] [--max-report-age 1s] [--factor 150]\n"
+      "    [--seed N] [--label NAME]\n");
   return 2;
 }
 
@@ -70,6 +76,7 @@ struct Options {
   double zipf = 1.0;
   double seconds = 10;
   int64_t start_at_ms = -1;
+  std::string start_at_file;
   std::string oob_interval = "0.01s";
   std::string max_report_age = "1s";
   int factor = 150;
@@ -194,6 +201,10 @@ bool ParseValue(const std::string& arg, const std::string& value, Options* o) {
     return InRange(value, &o->start_at_ms, int64_t{0},
                    std::numeric_limits<int64_t>::max() / 1000000);
   }
+  if (arg == "--start-at-file") {
+    o->start_at_file = value;
+    return !value.empty();
+  }
   if (arg == "--factor") {
     return InRange(value, &o->factor, 100, 100000);
   }
@@ -232,11 +243,29 @@ bool WarmUp(poise::example::Echo::Stub& stub, const Options& o, size_t n) {
   return true;
 }
 
-// Sleeps until --start-at-ms; how late the client was for it (0: on time).
-int64_t AwaitStart(const Options& o) {
-  if (o.start_at_ms < 0) return 0;
+// The start time: --start-at-ms, or the one --start-at-file will hold (after
+// saying the client is ready); -1: none, or the file never came.
+int64_t StartAtMs(const Options& o) {
+  if (o.start_at_file.empty()) return o.start_at_ms;
+  std::printf("{\"ready\":true}\n");
+  std::fflush(stdout);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (const std::optional<int64_t> ms =
+            poise::fleet::ReadStartFile(o.start_at_file)) {
+      return *ms;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return -1;
+}
+
+// Sleeps until the start time; how late the client was for it (0: on time).
+int64_t AwaitStart(int64_t start_at_ms) {
+  if (start_at_ms < 0) return 0;
   const auto start = std::chrono::system_clock::time_point(
-      std::chrono::milliseconds(o.start_at_ms));
+      std::chrono::milliseconds(start_at_ms));
   const auto now = std::chrono::system_clock::now();
   if (now < start) {
     std::this_thread::sleep_until(start);
@@ -394,7 +423,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   const poise::grpc_lb::ChannelStats warm = StatsOf(o.label);
-  const int64_t late_ms = AwaitStart(o);
+  const int64_t start_at_ms = StartAtMs(o);
+  if (start_at_ms < 0 && !o.start_at_file.empty()) {
+    std::fprintf(stderr, "%s: no start time in 10 minutes\n",
+                 o.start_at_file.c_str());
+    return 1;
+  }
+  const int64_t late_ms = AwaitStart(start_at_ms);
   Counts counts;
   RunLoop(*stub, o, owner, &counts);
   poise::grpc_lb::ChannelStats s;
