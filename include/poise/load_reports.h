@@ -59,7 +59,9 @@
 namespace poise {
 
 struct LoadReportOptions {
-  // The key in OrcaLoadReport.utilization. Not empty.
+  // The key in OrcaLoadReport.utilization: 1 to 64 printable ASCII
+  // characters without spaces, the rule of the client's serverLoad.metric
+  // (EnableLoadReports refuses any other name).
   std::string metric_name = "rif";
   // The out-of-band stream's shortest interval: a client asking for less
   // gets this one. More than 0 (gRPC's own OrcaService defaults to 30 s).

@@ -198,14 +198,8 @@ void CheckEndpointsUnique(const std::vector<EndpointConfig>& endpoints,
 void CheckServerLoad(const ServerLoadConfig& load,
                      std::vector<ConfigError>& errors) {
   using Limits = ServerLoadConfig;
-  const std::string& metric = load.metric;
-  if (metric.empty() || metric.size() > Limits::kMaxMetricLength ||
-      !std::all_of(metric.begin(), metric.end(),
-                   [](char c) { return c > ' ' && c <= '~'; })) {
-    errors.push_back({"serverLoad.metric",
-                      "must be 1 to 64 printable ASCII characters without "
-                      "spaces (an OrcaLoadReport.utilization key, like "
-                      "\"rif\")"});
+  if (!internal::IsMetricName(load.metric)) {
+    errors.push_back({"serverLoad.metric", internal::kMetricNameRule});
   }
   const absl::Duration interval = load.out_of_band_interval;
   const bool interval_valid = interval == absl::ZeroDuration() ||

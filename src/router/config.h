@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "src/core/metric_name.h"
 
 namespace poise::router {
 
@@ -89,7 +90,7 @@ struct ServerLoadConfig {
   static constexpr absl::Duration kMaxDuration = absl::Hours(1);
   static constexpr absl::Duration kMinOutOfBandInterval =
       absl::Milliseconds(10);
-  static constexpr size_t kMaxMetricLength = 64;
+  static constexpr size_t kMaxMetricLength = internal::kMaxMetricNameLength;
 
   std::string metric = "rif";  // the OrcaLoadReport.utilization key to read
   // How often a backend is asked for a report out of band (StreamCoreMetrics);

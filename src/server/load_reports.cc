@@ -30,6 +30,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "src/core/metric_name.h"
 #include "src/server/orca_wire.h"
 
 namespace poise {
@@ -366,9 +368,10 @@ absl::Status Validate(
     const std::vector<
         std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>&
         own) {
-  if (options.metric_name.empty()) {
-    return absl::InvalidArgumentError(
-        "EnableLoadReports: metric_name is empty");
+  if (!internal::IsMetricName(options.metric_name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "EnableLoadReports: metric_name ", internal::kMetricNameRule,
+        " (the client's serverLoad.metric rule)"));
   }
   if (options.min_report_interval <= std::chrono::nanoseconds(0)) {
     return absl::InvalidArgumentError(

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "echo.grpc.pb.h"
+#include "src/core/metric_name.h"
 #include "src/server/orca_wire.h"
 #include "test/server/lb_sinks.h"
 #include "test/server/metric_parser.h"
@@ -866,6 +867,21 @@ TEST(LoadReportOptionsTest, InvalidOptionsAreRefusedAndLeaveTheBuilder) {
         refused(LoadReportOptions{}, /*null_interceptor=*/true)}) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
     EXPECT_NE(status.message().find("EnableLoadReports"), std::string::npos);
+  }
+  // metric_name follows the client's serverLoad.metric rule: a name no
+  // client could read is refused, naming the field.
+  for (const std::string& name :
+       {std::string(300, 'm'), std::string(65, 'm'), std::string("a b"),
+        std::string("rif\n"), std::string("r\xc3\xa9")}) {
+    LoadReportOptions options;
+    options.metric_name = name;
+    const absl::Status status = refused(options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(status.message().find("metric_name"), std::string::npos)
+        << status;
+  }
+  for (const std::string& name : {std::string(64, 'm'), std::string("rif")}) {
+    EXPECT_TRUE(internal::IsMetricName(name)) << name;
   }
 }
 
