@@ -139,6 +139,12 @@ struct BackendStats {
   // client) and that report's age in milliseconds; -1: no report yet.
   uint64_t reported_load = 0;
   int64_t report_age_ms = -1;
+  // serverLoad: how often the fleet's total L (summed again at most once a
+  // millisecond) counted this backend only up to its own bound, its
+  // reports claiming more calls than that bound holds: a backend that
+  // lies, or one the fleet overfilled (docs/fleet-bounds.md, "One backend's
+  // word"). 0 for an honest backend within its bound.
+  uint64_t capped_load_reports = 0;
   // gRPC's connectivity state of the backend's subchannel as last reported
   // to the policy: "IDLE", "CONNECTING", "READY", "TRANSIENT_FAILURE" or
   // "SHUTDOWN".
@@ -172,6 +178,8 @@ struct ChannelStats {
   uint64_t load_reports = 0;
   uint64_t refused_load_reports = 0;
   uint64_t picks_without_some_report = 0;
+  // The backends' capped_load_reports, summed (BackendStats).
+  uint64_t capped_load_reports = 0;
   // The channel's connectivity state as the policy last reported it to gRPC
   // (the names of BackendStats::connectivity).
   std::string connectivity;

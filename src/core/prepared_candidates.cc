@@ -5,6 +5,7 @@
 #include "key_order_walk.h"
 #include "largest_z.h"
 #include "one_weight_path.h"
+#include "room_search.h"
 #include "two_weight_path.h"
 
 namespace poise {
@@ -61,6 +62,39 @@ Result<Routed> RouteOnGeneralPath(const PreparedList& list,
   return RouteOnReadLoads(list, bounded, key, total_load, scratch);
 }
 
+// The general path along the key's order (Reads::kAlongOrder): the
+// contract's ranking, then each load in that order up to the first with
+// room. Where the general search would report an error, it answers.
+template <typename Reader>
+Result<Routed> RouteAlongRanking(const PreparedList& list,
+                                 const BoundedLoadRendezvous& bounded,
+                                 std::string_view key, uint64_t total_load,
+                                 const Reader& load, DecisionScratch& scratch) {
+  const std::vector<Candidate>& candidates = list.candidates;
+  if (list.table->size() != candidates.size() ||
+      !scratch.Fit(candidates.size()) ||
+      internal::WeightSumError(candidates).has_value() ||
+      total_load == UINT64_MAX) {
+    return RouteOnGeneralPath(list, bounded, key, total_load, load, scratch);
+  }
+  const Result<std::vector<Rank>> ranks =
+      WeightedRendezvous::Ranking(key, candidates);
+  if (!ranks.ok()) return ranks.error();
+  uint64_t total_weight = 0;  // fits: WeightSumError above
+  for (const Rank& r : ranks.value()) total_weight += r.weight;
+  uint64_t* const loads = scratch.loads();
+  const size_t owner = ranks.value().front().index;
+  for (const Rank& r : ranks.value()) {
+    loads[r.index] = load(r.index);
+    if (bounded.BoundFor(total_load, r.weight, total_weight)
+            .HasRoom(loads[r.index])) {
+      return Routed{owner, r.index, r.index != owner, false};
+    }
+  }
+  // Nobody has room under T (a stale T): every eligible load is read.
+  return RouteOnReadLoads(list, bounded, key, total_load, scratch);
+}
+
 // The owner on a short path, with every eligible z in the scratch; kNone on
 // a near-tie (the general search decides).
 Result<size_t> ShortPathOwner(const PreparedList& list, std::string_view key,
@@ -78,22 +112,28 @@ Result<size_t> ShortPathOwner(const PreparedList& list, std::string_view key,
       list, internal::TwoWeightPassKeepingZ(list, key_state, scratch.hashes()));
 }
 
+// A walk that never stops for reading every load (Reads::kAlongOrder).
+constexpr size_t kWalkToTheEnd = kNone - 1;
+
 template <typename Reader>
 Result<Routed> RouteOnPreparedList(const PreparedList& list,
                                    const BoundedLoadRendezvous& bounded,
                                    std::string_view key, uint64_t total_load,
                                    const Reader& load, size_t walk_visits,
                                    DecisionScratch& scratch) {
-  if (list.path == ListPath::kGeneral) {
-    return RouteOnGeneralPath(list, bounded, key, total_load, load, scratch);
-  }
+  const bool along_order = walk_visits == kWalkToTheEnd;
+  const auto general = [&]() {
+    return along_order ? RouteAlongRanking(list, bounded, key, total_load, load,
+                                           scratch)
+                       : RouteOnGeneralPath(list, bounded, key, total_load,
+                                            load, scratch);
+  };
+  if (list.path == ListPath::kGeneral) return general();
   if (total_load == UINT64_MAX) return PickError::kLoadOverflow;  // T + 1
   const Result<size_t> owner = ShortPathOwner(list, key, scratch);
   if (!owner.ok()) return owner.error();
   const size_t o = owner.value();
-  if (o == kNone) {
-    return RouteOnGeneralPath(list, bounded, key, total_load, load, scratch);
-  }
+  if (o == kNone) return general();
   const uint64_t owner_load = load(o);
   const Bound owner_bound = bounded.BoundFor(
       total_load, list.weights[list.GroupOf(o)], list.total_weight);
@@ -165,9 +205,11 @@ Result<Routed> PreparedCandidates::RouteWithTotal(
 
 Result<Routed> PreparedCandidates::RouteWithTotal(
     const BoundedLoadRendezvous& bounded, std::string_view key,
-    uint64_t total_load, LoadReader load, DecisionScratch& scratch) const {
-  return RouteOnPreparedList(list_, bounded, key, total_load, load,
-                             walk_visits_, scratch);
+    uint64_t total_load, LoadReader load, DecisionScratch& scratch,
+    Reads reads) const {
+  return RouteOnPreparedList(
+      list_, bounded, key, total_load, load,
+      reads == Reads::kAlongOrder ? kWalkToTheEnd : walk_visits_, scratch);
 }
 
 }  // namespace poise

@@ -109,10 +109,21 @@ class PreparedCandidates final {
                                 std::string_view key, uint64_t total_load,
                                 const InFlightCounter* const* counters,
                                 DecisionScratch& scratch) const;
+
+  // Which loads RouteWithTotal reads after a full owner. kCheapest: as
+  // above (every load at once below 512 candidates, and on the general
+  // path). kAlongOrder: only those of the candidates before the selection
+  // in the key's order and the selection's, for a reader whose reads are
+  // not free of effect (serverLoad: each read is an ask, fleet_load.h); on
+  // the general path the contract's ranking is computed for it (exact
+  // scores, O(n log n)). Either way the answer is the same. Should a walk
+  // meet two z it cannot order (within 2^-30 of each other, fewer than one
+  // pick in 2^20 at n = 1,000) it reads the rest too.
+  enum class Reads : uint8_t { kCheapest, kAlongOrder };
   Result<Routed> RouteWithTotal(const BoundedLoadRendezvous& bounded,
                                 std::string_view key, uint64_t total_load,
-                                LoadReader load,
-                                DecisionScratch& scratch) const;
+                                LoadReader load, DecisionScratch& scratch,
+                                Reads reads = Reads::kCheapest) const;
 
   // How many candidates after a full owner RouteWithTotal's walk visits, at
   // most, before it reads every load (the same answers whatever the

@@ -73,9 +73,11 @@ class BackendCell final {
   struct Fleet {
     ReportSlot report;
     AskRate asks;
+    // Sums of L that counted this backend only up to its own bound.
+    std::atomic<uint64_t> capped{0};
   };
   // Made by the first caller, on any thread (cells without serverLoad have
-  // none: 48 bytes less per backend and channel).
+  // none: 56 bytes less per backend and channel).
   Fleet& fleet() { return fleet_.Get(); }
   // Null until someone needed it (no report then).
   const Fleet* fleet_if_made() const { return fleet_.IfMade(); }

@@ -34,6 +34,55 @@ bool TakesRoom(const FreshReport& report, uint64_t own_now, uint64_t capacity,
   return others_asks <= room || uniform * others_asks < room;
 }
 
+uint64_t HerdingLoad(const std::optional<FreshReport>& report, uint64_t own_now,
+                     UInt128 capacity, double own_share, double own_asks_per_ns,
+                     double uniform) {
+  const uint64_t load = FleetEstimate(report, own_now);
+  if (!report.has_value() || capacity <= load || (capacity >> 64) != 0) {
+    return load;
+  }
+  const auto cap = static_cast<uint64_t>(capacity);
+  return TakesRoom(*report, own_now, cap, own_share, own_asks_per_ns, uniform)
+             ? load
+             : cap;
+}
+
+std::optional<uint64_t> MostAtItsBound(uint32_t factor_percent, uint64_t rest,
+                                       uint32_t weight, uint64_t total_weight) {
+  const UInt128 fw = UInt128{factor_percent} * weight;
+  const UInt128 hundred_w = UInt128{100} * total_weight;
+  if (fw >= hundred_w) return std::nullopt;
+  // No overflow: f w < 2^64 - 2^32 and R + 1 <= 2^64 keep the product below
+  // 2^128 - 2^96, and 100 W < 2^71.
+  const UInt128 numerator = fw * (UInt128{rest} + 1) + (hundred_w - 1);
+  const UInt128 most = numerator / (hundred_w - fw);
+  return most > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(most);
+}
+
+uint64_t OthersPartOfL(std::vector<LoadPart>& parts, uint64_t own_total,
+                       uint32_t factor_percent, uint64_t total_weight) {
+  // Each report is below 2^40: the sums stay far below 2^64 for any list a
+  // channel can hold.
+  uint64_t raw = own_total;
+  for (const LoadPart& p : parts) raw += p.others;
+  uint64_t sum = 0;
+  for (LoadPart& p : parts) {
+    const uint64_t estimate = p.others + p.own;
+    uint64_t counted = estimate;
+    if (total_weight != 0) {
+      const std::optional<uint64_t> most =
+          MostAtItsBound(factor_percent, raw > estimate ? raw - estimate : 0,
+                         p.weight, total_weight);
+      if (most.has_value() && estimate > *most) {
+        counted = std::max(*most, p.own);
+      }
+    }
+    p.capped = counted < estimate;
+    sum += counted - p.own;
+  }
+  return sum;
+}
+
 double AskRate::Ask(int64_t now_ns, int64_t horizon_ns) {
   int64_t first = first_ns_.load(std::memory_order_relaxed);
   if (first == std::numeric_limits<int64_t>::min()) {

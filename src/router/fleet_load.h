@@ -11,7 +11,8 @@
 // report counts those calls too), so its own part is always current and only
 // the others' part is as old as the report. The bounds are the usual ones
 // (poise/bound.h) with L = the sum of the E_i: E_i < ceil(f (L + 1) w_i /
-// (100 W)).
+// (100 W)), each E_i counted in L at most up to its own bound (MostAtItsBound,
+// below).
 //
 // A backend without a fresh report (none yet, older than maxReportAge, or a
 // value no backend can report) counts only this client's calls, as without
@@ -38,6 +39,9 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <vector>
+
+#include "poise/types.h"
 
 namespace poise::router {
 
@@ -72,6 +76,43 @@ inline uint64_t FleetEstimate(const std::optional<FreshReport>& report,
 // its own rate of asks for the backend and `uniform` a draw in [0, 1).
 bool TakesRoom(const FreshReport& report, uint64_t own_now, uint64_t capacity,
                double own_share, double own_asks_per_ns, double uniform);
+
+// The load a pick compares for a backend it visits: E_i, or its capacity
+// (as full) when the herding rule does not take the room its fresh report
+// shows. Without a report E_i is this client's own calls: no rule applies.
+uint64_t HerdingLoad(const std::optional<FreshReport>& report, uint64_t own_now,
+                     UInt128 capacity, double own_share, double own_asks_per_ns,
+                     double uniform);
+
+// Robust L. A report is the backend's word, and L sums them: one backend
+// reporting 2^40 calls would raise every other backend's bound with it. So
+// a backend counts in L at most as many calls as it could hold at its own
+// bound, given what the other backends count: with R their estimates' sum,
+// the largest E with E <= ceil(f (R + E + 1) w / (100 W)), which is
+// floor((f w (R + 1) + 100 W - 1) / (100 W - f w)). A backend at or below
+// its bound counts in full; one above it (a liar, or one the fleet
+// overfilled) lifts the others' bounds no more than a backend at its own
+// bound would. nullopt where f w >= 100 W (a backend holding 100 / f of the
+// weight or more: its bound grows as fast as its own load, and no level
+// caps it).
+std::optional<uint64_t> MostAtItsBound(uint32_t factor_percent, uint64_t rest,
+                                       uint32_t weight, uint64_t total_weight);
+
+// One READY backend as L counts it: the others' part of its estimate (0
+// without a fresh report) and this client's own calls on it.
+struct LoadPart {
+  uint64_t others;
+  uint64_t own;
+  uint32_t weight;
+  bool capped = false;  // set by OthersPartOfL: counted below E_i
+};
+
+// L less this client's own calls (`own_total`, its load scope's: it may
+// count calls on backends not in `parts`): each backend's E_i capped as
+// above, but never below this client's own calls on it (those it knows
+// exactly). `total_weight` is W (0: it does not fit; nothing is capped).
+uint64_t OthersPartOfL(std::vector<LoadPart>& parts, uint64_t own_total,
+                       uint32_t factor_percent, uint64_t total_weight);
 
 // How often this client's picks ask for one backend (visit it in a key's
 // order): a count decaying over `horizon_ns`, over the time since the first

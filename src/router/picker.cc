@@ -384,7 +384,8 @@ uint64_t Picker::FleetLoadOf(size_t i, int64_t now_ns,
   return FleetEstimate(fresh, counters_[i]->Load());
 }
 
-uint64_t Picker::OthersSum(int64_t now_ns, bool* without_report) const {
+uint64_t Picker::OthersSum(int64_t now_ns, uint64_t own_total,
+                           bool* without_report) const {
   const int64_t at = others_sum_at_ns_.load(std::memory_order_acquire);
   if (at != ReportSlot::kNever && now_ns - at < kFleetSumPeriodNs &&
       now_ns >= at) {
@@ -392,7 +393,12 @@ uint64_t Picker::OthersSum(int64_t now_ns, bool* without_report) const {
         others_sum_without_report_.load(std::memory_order_relaxed);
     return others_sum_.load(std::memory_order_relaxed);
   }
-  uint64_t sum = 0;
+  // Every READY backend's others part (0 without a fresh report) and own
+  // count, then L from them with each capped (OthersPartOfL).
+  thread_local std::vector<LoadPart> parts;
+  thread_local std::vector<size_t> backends;
+  parts.clear();
+  backends.clear();
   bool without = false;
   const std::vector<Candidate>& candidates = ready_.candidates();
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -401,9 +407,17 @@ uint64_t Picker::OthersSum(int64_t now_ns, bool* without_report) const {
         list_->backends[i].cell->fleet().report.Fresh(now_ns,
                                                       max_report_age_ns_);
     without |= !report.has_value();
-    // Each report is below 2^40: the sum stays far below 2^64 for any list
-    // a channel can hold.
-    if (report.has_value()) sum += report->others;
+    parts.push_back({report.has_value() ? report->others : 0,
+                     counters_[i]->Load(), candidates[i].weight});
+    backends.push_back(i);
+  }
+  const uint64_t sum = OthersPartOfL(
+      parts, own_total, bounded_policy_.factor_percent(), ready_weight_);
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (!parts[p].capped) continue;
+    stats_->capped_load_reports.fetch_add(1, std::memory_order_relaxed);
+    list_->backends[backends[p]].cell->fleet().capped.fetch_add(
+        1, std::memory_order_relaxed);
   }
   others_sum_.store(sum, std::memory_order_relaxed);
   others_sum_without_report_.store(without, std::memory_order_relaxed);
@@ -418,7 +432,8 @@ PickOutcome Picker::PickFleetBounded(std::string_view key,
   bool without_report = false;
   const uint64_t own_total = scope_total_->Load();
   // L: the others' calls as reported plus this client's own now.
-  const uint64_t total = OthersSum(now_ns, &without_report) + own_total;
+  const uint64_t total =
+      OthersSum(now_ns, own_total, &without_report) + own_total;
   if (without_report) {
     stats_->picks_without_some_report.fetch_add(1, std::memory_order_relaxed);
   }
@@ -426,29 +441,28 @@ PickOutcome Picker::PickFleetBounded(std::string_view key,
   const double share =
       static_cast<double>(own_total + 1) / static_cast<double>(total + 1);
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  // A visited backend's load: E_i, or as full when the herding rule does not
-  // take its room (fleet_load.h). Each visit is an ask.
+  // A visited backend's load by the herding rule. Each read is an ask: the
+  // decision reads only the backends it visits in the key's order
+  // (Reads::kAlongOrder), or the rule would see this client ask for every
+  // backend and refuse the owners' room.
   const auto herding = [&](size_t i) -> uint64_t {
     const double asks =
         list_->backends[i].cell->fleet().asks.Ask(now_ns, max_report_age_ns_);
-    std::optional<FreshReport> report;
-    const uint64_t load = FleetLoadOf(i, now_ns, &report);
-    if (!report.has_value() || ready_weight_ == 0) return load;
+    const std::optional<FreshReport> report =
+        list_->backends[i].cell->fleet().report.Fresh(now_ns,
+                                                      max_report_age_ns_);
     const UInt128 capacity =
-        bounded_policy_
-            .BoundFor(total, ready_.candidates()[i].weight, ready_weight_)
-            .Capacity();
-    if (capacity <= load || (capacity >> 64) != 0) return load;
-    const double uniform = static_cast<double>(rng() >> 11) * 0x1p-53;
-    return TakesRoom(*report, load - report->others,
-                     static_cast<uint64_t>(capacity), share, asks, uniform)
-               ? load
-               : static_cast<uint64_t>(capacity);
+        ready_weight_ == 0
+            ? 0
+            : bounded_policy_
+                  .BoundFor(total, ready_.candidates()[i].weight, ready_weight_)
+                  .Capacity();
+    return HerdingLoad(report, counters_[i]->Load(), capacity, share, asks,
+                       static_cast<double>(rng() >> 11) * 0x1p-53);
   };
   // Along the key's cached order first, where it has one. Each backend's
-  // herding load is read once per pick (each read is an ask): the ones read
-  // along the prefix are read from `along_prefix` again if the whole order
-  // must be searched.
+  // herding load is read once per pick: the ones read along the prefix are
+  // read from `along_prefix` again if the whole order must be searched.
   std::optional<PreparedCandidates::Routed> along;
   size_t read = 0;
   std::pair<size_t, uint64_t> along_prefix[KeyOrderPrefix::kCapacity];
@@ -472,7 +486,7 @@ PickOutcome Picker::PickFleetBounded(std::string_view key,
                          }
                          return herding(i);
                        },
-                       Scratch());
+                       Scratch(), PreparedCandidates::Reads::kAlongOrder);
   // The rule left no backend with room: the bound alone decides (over the
   // loads' own sum should L's sum be behind them: RouteWithTotal).
   if (routed.ok() && routed.value().stale_total) {

@@ -230,9 +230,11 @@ class Picker final {
   uint64_t FleetLoadOf(size_t i, int64_t now_ns,
                        std::optional<FreshReport>* report = nullptr) const;
   // The others' calls over the READY backends with a fresh report (L less
-  // this client's own), summed again at most every kFleetSumPeriodNs, and
-  // whether some READY backend had none at that sum.
-  uint64_t OthersSum(int64_t now_ns, bool* without_report) const;
+  // this client's own, `own_total`), each backend's part capped at its own
+  // bound (MostAtItsBound), summed again at most every kFleetSumPeriodNs;
+  // and whether some READY backend had none at that sum.
+  uint64_t OthersSum(int64_t now_ns, uint64_t own_total,
+                     bool* without_report) const;
   // Backend i's load in P4 and P6: the scope's, or under serverLoad E_i.
   uint64_t LoadOf(size_t i, int64_t now_ns) const {
     return fleet_ ? FleetLoadOf(i, now_ns) : counters_[i]->Load();

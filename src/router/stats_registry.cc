@@ -88,6 +88,7 @@ grpc_lb::ChannelStats PolicyStats::Counters() const {
       refused_load_reports.load(std::memory_order_relaxed);
   out.picks_without_some_report =
       picks_without_some_report.load(std::memory_order_relaxed);
+  out.capped_load_reports = capped_load_reports.load(std::memory_order_relaxed);
   out.connectivity = ToString(connectivity.load(std::memory_order_relaxed));
   out.calls = calls.Read();
   return out;
@@ -128,6 +129,7 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
         fleet != nullptr ? fleet->report.received_ns() : ReportSlot::kNever;
     if (received != ReportSlot::kNever) {
       s.reported_load = fleet->report.last_reported();
+      s.capped_load_reports = fleet->capped.load(std::memory_order_relaxed);
       s.report_age_ms = (now_ns - received) / 1000000;
     }
     s.connectivity =
@@ -202,6 +204,7 @@ void AddChannelCounters(const grpc_lb::ChannelStats& from,
   into.load_reports += from.load_reports;
   into.refused_load_reports += from.refused_load_reports;
   into.picks_without_some_report += from.picks_without_some_report;
+  into.capped_load_reports += from.capped_load_reports;
   AddCallStats(from.calls, into.calls);
 }
 

@@ -4,7 +4,7 @@
 // weights, more, ineligible members, duplicate identities, loads at and
 // above their bounds, stale totals), each load read at most once, and on
 // the short paths only the loads of the candidates up to the selection in
-// the key's order.
+// the key's order (on every path with Reads::kAlongOrder).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -139,14 +139,15 @@ Result<Routed> RouteCounting(
     const PreparedCandidates& prepared, const BoundedLoadRendezvous& bounded,
     const std::string& key, uint64_t total,
     const std::vector<contract::LoadedCandidate>& backends,
-    std::vector<int>& reads, DecisionScratch& scratch) {
+    std::vector<int>& reads, DecisionScratch& scratch,
+    PreparedCandidates::Reads mode = PreparedCandidates::Reads::kCheapest) {
   return prepared.RouteWithTotal(
       bounded, key, total,
       [&](size_t i) {
         ++reads[i];
         return backends[i].load;
       },
-      scratch);
+      scratch, mode);
 }
 
 class RouteWithTotalByKernel : public test_util::KernelFixture {};
@@ -160,7 +161,7 @@ INSTANTIATE_TEST_SUITE_P(RouteWithTotal, RouteWithTotalByKernel,
 TEST_P(RouteWithTotalByKernel, AnswersAsTheContractForEveryTotal) {
   std::mt19937_64 rng(20260211);
   size_t routes = 0, owner_only = 0, prefix_only = 0, read_all = 0, stale = 0,
-         spills = 0, past_the_walk = 0;
+         spills = 0, past_the_walk = 0, along_general = 0;
   size_t by_path[3] = {0, 0, 0};
   for (int list = 0; list < 1500; ++list) {
     const auto factor = static_cast<uint32_t>(100 + rng() % 120);
@@ -202,6 +203,7 @@ TEST_P(RouteWithTotalByKernel, AnswersAsTheContractForEveryTotal) {
         ++routes;
         if (!got.ok()) continue;
         stale += got.value().stale_total;
+        const size_t spills_before = spills;
         spills += got.value().spilled;
         // The loads read: at least those up to the selection in the key's
         // order; exactly those, unless every eligible one was read (the
@@ -230,6 +232,23 @@ TEST_P(RouteWithTotalByKernel, AnswersAsTheContractForEveryTotal) {
         if (total >= sum) {
           EXPECT_FALSE(got.value().stale_total);
         }
+        // Reads::kAlongOrder, on every path: the same answer, having read
+        // exactly the key's order up to the selection (every eligible load
+        // when none had room; duplicates are near-ties a walk cannot order).
+        Reads along(n);
+        const Result<Routed> along_got = RouteCounting(
+            prepared, bounded, key, total, c.backends, along.count, scratch_b,
+            PreparedCandidates::Reads::kAlongOrder);
+        ExpectSameRouting(along_got, want);
+        if (HasFatalFailure()) return;
+        if (got.value().stale_total) {
+          EXPECT_EQ(along.Total(), eligible);
+        } else if (!c.duplicates) {
+          for (const size_t i : prefix) ASSERT_EQ(along.count[i], 1) << i;
+          EXPECT_EQ(along.Total(), prefix.size());
+          along_general +=
+              prepared.path() == Path::kGeneral && spills_before != spills;
+        }
         // No path reads everything on a short list without a reason: no
         // duplicates, no stale total, a selection within the walk's
         // visits (the owner and walk_visits more), then only the visited.
@@ -255,6 +274,7 @@ TEST_P(RouteWithTotalByKernel, AnswersAsTheContractForEveryTotal) {
   EXPECT_GT(stale, 5000u);
   EXPECT_GT(spills, 50000u);
   EXPECT_GT(past_the_walk, 5000u);
+  EXPECT_GT(along_general, 1000u);  // spills along the general path's ranking
 }
 
 // Long lists, mostly saturated, so that the walk lists its deeper levels

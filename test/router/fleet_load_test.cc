@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -16,6 +17,7 @@
 
 #include "absl/time/time.h"
 #include "poise/rendezvous.h"
+#include "src/core/contract.h"
 #include "src/router/picker.h"
 #include "test/router/router_test_util.h"
 
@@ -87,6 +89,7 @@ class FleetPickerTest : public ::testing::Test {
     if (server_load) config.server_load.emplace();
     ASSERT_TRUE(NormalizeAndValidate(config).empty());
     config_ = std::make_shared<const Config>(std::move(config));
+    set_ = BackendSet();  // new cells: no report, no ask, no count yet
     set_.Update(Entries(n), *config_);
     states_ = States(n, RoutingState::kReady);
     stats_ = std::make_shared<PolicyStats>("test", "policy");
@@ -214,13 +217,38 @@ TEST_F(FleetPickerTest, ThisClientsOwnCallsCountAsTheyAreNow) {
   EXPECT_EQ(Completed(Pick(key)).backend, owner);
 }
 
+// L as fleet_load.h states it, by search rather than its closed form: each
+// E_i counted at most as the largest E with E <= ceil(f (R + E + 1) /
+// (100 n)) over the others' sum R (one weight), never below own_i.
+uint64_t CappedL(const std::vector<uint64_t>& loads,
+                 const std::vector<uint64_t>& own) {
+  uint64_t raw = 0;
+  for (const uint64_t e : loads) raw += e;
+  const auto n = static_cast<uint64_t>(loads.size());
+  uint64_t total = 0;
+  for (size_t i = 0; i < loads.size(); ++i) {
+    const uint64_t rest = raw - loads[i];
+    uint64_t most = 0;
+    while (most < loads[i] &&
+           most + 1 <= contract::Capacity(Config::kDefaultBalanceFactorPercent,
+                                          rest + most + 1, 1, n)) {
+      ++most;
+    }
+    total += std::min(loads[i], std::max(most, own[i]));
+  }
+  return total;
+}
+
 TEST_F(FleetPickerTest, PicksAreDecideOnTheFleetsLoads) {
   // Reports are either new (age 0: the herding rule takes any room they
-  // show) or past maxReportAge, so a pick is Decide() on E_i exactly.
+  // show) or past maxReportAge, so a first attempt is the contract's
+  // decision on E_i with L capped at each backend's bound (K9), and a retry
+  // DecideNth() on E_i.
   std::mt19937_64 rng(7);
   Build(6);
   std::vector<PickOutcome> held;
   int spills = 0;
+  int capped = 0;
   for (int round = 0; round < 600; ++round) {
     fake_now_ns += 1'500'000'000;  // every older report is stale
     for (size_t i = 0; i < 6; ++i) {
@@ -228,26 +256,44 @@ TEST_F(FleetPickerTest, PicksAreDecideOnTheFleetsLoads) {
     }
     const int64_t now = fake_now_ns.load();
     std::vector<uint64_t> loads(6);
+    std::vector<uint64_t> own(6);
+    std::vector<contract::LoadedCandidate> loaded;
     for (size_t i = 0; i < 6; ++i) {
       BackendCell& cell = *set_.backends()[i].cell;
-      loads[i] = FleetEstimate(cell.fleet().report.Fresh(now, 1'000'000'000),
-                               cell.in_flight->Load());
+      own[i] = cell.in_flight->Load();
+      loads[i] =
+          FleetEstimate(cell.fleet().report.Fresh(now, 1'000'000'000), own[i]);
+      loaded.push_back(contract::LoadedCandidate{
+          std::string(set_.backends()[i].identity), 1, loads[i], true});
     }
+    uint64_t raw = 0;
+    for (const uint64_t e : loads) raw += e;
+    const uint64_t total = CappedL(loads, own);
+    capped += total < raw ? 1 : 0;
     const std::string key =
         round % 4 == 0 ? "hot" : "k" + std::to_string(rng() % 50);
     const uint32_t attempts =
         round % 5 == 0 ? 1 + static_cast<uint32_t>(rng() % 3) : 0;
-    const Decision expected = DecideOn(key, loads, attempts);
     PickOutcome outcome = Pick(key, attempts);
-    EXPECT_EQ(Completed(outcome).backend, expected.selection) << round;
     if (attempts == 0) {
-      EXPECT_EQ(Completed(outcome).spilled, expected.spilled) << round;
+      const auto expected = contract::DecideWithTotal(
+          key, loaded, Config::kDefaultBalanceFactorPercent, total);
+      ASSERT_TRUE(expected.ok());
+      const contract::Decision& d = expected.value().decision;
+      EXPECT_EQ(Completed(outcome).backend, d.selection) << round;
+      EXPECT_EQ(Completed(outcome).spilled, d.selection != d.affinity) << round;
+      spills += d.selection != d.affinity ? 1 : 0;
+    } else {
+      EXPECT_EQ(Completed(outcome).backend,
+                DecideOn(key, loads, attempts).selection)
+          << round;
     }
-    spills += expected.spilled ? 1 : 0;
     held.push_back(std::move(outcome));
     if (held.size() > 8) held.erase(held.begin(), held.begin() + 3);
   }
   EXPECT_GT(spills, 50);
+  EXPECT_GT(capped, 50);
+  EXPECT_EQ(stats_->capped_load_reports.load() != 0, capped != 0);
   held.clear();
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(set_.backends()[i].cell->in_flight->Load(), 0u);
@@ -332,6 +378,102 @@ TEST_F(FleetPickerTest, ManyPicksShareTheRoomOfOneStaleReport) {
     taken += Completed(Pick(key)).backend == owner ? 1 : 0;
   }
   EXPECT_EQ(taken, 100);
+}
+
+// A pick asks (fleet_load.h's AskRate) only for the backends it visits in
+// the key's order: the owner and those after it up to the first with room.
+// Asking for every backend (reading every load below 512 candidates) would
+// make the herding rule see this client ask for every owner and refuse
+// their room to the fleet (issue: owner share 50 % -> 11 % in poise-sim).
+TEST_F(FleetPickerTest, APickAsksOnlyForTheBackendsItVisits) {
+  constexpr size_t kBackends = 50;
+  Build(kBackends);
+  std::vector<contract::LoadedCandidate> loaded;
+  for (const auto& b : set_.backends()) {
+    loaded.push_back(
+        contract::LoadedCandidate{std::string(b.identity), 1, 0, true});
+  }
+  for (size_t full = 0; full < 6; ++full) {
+    const std::string key = "tenant-" + std::to_string(full);
+    const std::vector<contract::Ranked> order = contract::Order(key, loaded);
+    fake_now_ns += 10'000'000;
+    // The first `full` backends of the key's order report far over any
+    // bound (and below the 2^40 refusal), the rest idle.
+    for (size_t r = 0; r < kBackends; ++r) {
+      Report(order[r].index, r < full ? 1'000'000 : 0);
+    }
+    const size_t expected = order[full].index;
+    EXPECT_EQ(Completed(Pick(key)).backend, expected) << full;
+    // An ask returns the rate of the asks before it: 0 for a backend never
+    // asked for, more after one ask.
+    for (size_t r = 0; r < kBackends; ++r) {
+      AskRate& asks = set_.backends()[order[r].index].cell->fleet().asks;
+      EXPECT_EQ(asks.Ask(fake_now_ns, 1'000'000'000) > 0, r <= full)
+          << "backend " << r << " of the key's order, " << full << " full";
+    }
+    Build(kBackends);  // new AskRates for the next key
+  }
+}
+
+// One backend's reports cannot lift the others' bounds past what a backend
+// at its own bound would: 5 backends, one client with 16 calls in flight,
+// 70 % on one key; every honest backend reports its calls each 10 ms, one
+// other backend 2^40 (the largest count taken), 1e12, or 0 and 1e12 in
+// turn. The honest owner stays within its bound + 1, the bound counting the
+// 16 calls and the liar at its own bound; an uncapped L would let it take
+// all 16. The liar's capped reports are counted.
+TEST_F(FleetPickerTest, OneBackendsReportsLiftNoOtherBoundPastOneAtItsBound) {
+  constexpr size_t kBackends = 5;
+  constexpr size_t kInFlight = 16;
+  constexpr uint64_t kF = Config::kDefaultBalanceFactorPercent;
+  // The liar's most at its bound over the 16 calls (a search over the
+  // bound, not MostAtItsBound's closed form), then the owner's bound.
+  uint64_t liar_most = 0;
+  while (liar_most + 1 <=
+         contract::Capacity(kF, kInFlight + liar_most + 1, 1, kBackends)) {
+    ++liar_most;
+  }
+  const auto bound = static_cast<uint64_t>(
+      contract::Capacity(kF, kInFlight + liar_most, 1, kBackends));
+  const auto honest_bound =
+      static_cast<uint64_t>(contract::Capacity(kF, kInFlight, 1, kBackends));
+  for (const int liar_kind : {0, 1, 2, 3}) {  // honest, 2^40, 1e12, 0 / 1e12
+    SCOPED_TRACE(liar_kind);
+    Build(kBackends);
+    const std::string hot = "hot";
+    const size_t owner = Owner(hot);
+    const size_t liar = (owner + 1) % kBackends;
+    std::mt19937_64 rng(static_cast<uint64_t>(liar_kind));
+    std::vector<PickOutcome> held;  // oldest first
+    uint64_t peak = 0;
+    for (int step = 0; step < 2000; ++step) {
+      fake_now_ns += 10'000'000;  // past the sum's 1 ms period
+      for (size_t i = 0; i < kBackends; ++i) {
+        const uint64_t own = set_.backends()[i].cell->in_flight->Load();
+        uint64_t reported = own;
+        if (i == liar && liar_kind == 1) reported = uint64_t{1} << 40;
+        if (i == liar && liar_kind == 2) reported = 1'000'000'000'000;
+        if (i == liar && liar_kind == 3) {
+          reported = step % 2 == 0 ? 0 : 1'000'000'000'000;
+        }
+        Report(i, reported);
+      }
+      if (held.size() == kInFlight) {
+        held.erase(held.begin() + static_cast<std::ptrdiff_t>(rng() % 4));
+      }
+      const std::string key =
+          rng() % 10 < 7 ? hot : "k" + std::to_string(rng() % 1000);
+      held.push_back(Pick(key));
+      ASSERT_NE(Completed(held.back()).backend, SIZE_MAX);
+      peak = std::max(peak, set_.backends()[owner].cell->in_flight->Load());
+    }
+    EXPECT_LE(peak, (liar_kind == 0 ? honest_bound : bound) + 1);
+    EXPECT_GE(peak, honest_bound - 1);  // the hot key keeps its owner busy
+    const uint64_t capped = set_.backends()[liar].cell->fleet().capped.load();
+    EXPECT_EQ(capped > 0, liar_kind != 0) << capped;
+    EXPECT_EQ(stats_->capped_load_reports.load() >= capped, true);
+    held.clear();
+  }
 }
 
 // Reports arrive on other threads (calls' Finish(), out-of-band streams)

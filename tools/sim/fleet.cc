@@ -27,6 +27,7 @@ using poise::Bound;
 using poise::BoundedLoadRendezvous;
 using poise::Candidate;
 using poise::PreparedCandidates;
+using poise::UInt128;
 using poise::router::FreshReport;
 
 constexpr char kFleetUsage[] =
@@ -482,27 +483,35 @@ class Fleet final {
       }
       total += estimate_[b];
     }
+    if (mode_ == Mode::kFleet || mode_ == Mode::kPlain) {
+      // L as the picker sums it, each backend capped (OthersPartOfL).
+      parts_.clear();
+      for (size_t b = 0; b < n; ++b) {
+        parts_.push_back({estimate_[b] - c.own[b], c.own[b], o_.weights[b]});
+      }
+      total = c.own_total +
+              poise::router::OthersPartOfL(parts_, c.own_total,
+                                           static_cast<uint32_t>(o_.factor),
+                                           total_weight_);
+    }
     const auto plain = [this](size_t b) { return estimate_[b]; };
-    // FLEET: the herding rule (fleet_load.h), as the picker applies it.
+    // FLEET: the herding rule (fleet_load.h), as the picker applies it: only
+    // the backends the decision visits are read, each read an ask.
     const double share =
         static_cast<double>(c.own_total + 1) / static_cast<double>(total + 1);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     const auto herding = [&](size_t b) -> uint64_t {
       const double asks = c.asks[b].Ask(Ns(now), Ns(o_.max_age));
-      if (!reports_[b].has_value()) return estimate_[b];
-      const uint64_t capacity =
-          static_cast<uint64_t>(Bound(static_cast<uint32_t>(o_.factor), total,
-                                      o_.weights[b], total_weight_)
-                                    .Capacity());
-      if (estimate_[b] >= capacity) return estimate_[b];
-      return poise::router::TakesRoom(*reports_[b], c.own[b], capacity, share,
-                                      asks, unit(rng_))
-                 ? estimate_[b]
-                 : capacity;  // as full
+      const UInt128 capacity = Bound(static_cast<uint32_t>(o_.factor), total,
+                                     o_.weights[b], total_weight_)
+                                   .Capacity();
+      return poise::router::HerdingLoad(reports_[b], c.own[b], capacity, share,
+                                        asks, unit(rng_));
     };
     auto routed =
         mode_ == Mode::kFleet
-            ? prepared_->RouteWithTotal(policy_, key, total, herding, scratch_)
+            ? prepared_->RouteWithTotal(policy_, key, total, herding, scratch_,
+                                        PreparedCandidates::Reads::kAlongOrder)
             : prepared_->RouteWithTotal(policy_, key, total, plain, scratch_);
     if (routed.value().stale_total) {  // the rule left no room: without it
       routed = prepared_->RouteWithTotal(policy_, key, total, plain, scratch_);
@@ -570,6 +579,7 @@ class Fleet final {
   std::priority_queue<EndEvent, std::vector<EndEvent>, std::greater<>> ends_;
   poise::DecisionScratch scratch_;
   std::vector<uint64_t> estimate_;
+  std::vector<poise::router::LoadPart> parts_;
   std::vector<std::optional<FreshReport>> reports_;
   Outcome outcome_;
   uint64_t spills_ = 0;
