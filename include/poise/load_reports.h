@@ -42,6 +42,7 @@
 // Shutting down: grpc::Server::Shutdown() without a deadline waits for every
 // call to end, and a client's ORCA stream does not end by itself. Call
 // LoadReports::EndStreams() first, or Shutdown(deadline).
+// docs/server-load-reports.md says what else Shutdown() can wait for.
 #ifndef POISE_LOAD_REPORTS_H_
 #define POISE_LOAD_REPORTS_H_
 
@@ -89,9 +90,12 @@ class LoadReports {
   // The server's calls in flight now (what the next report would say).
   int64_t calls_in_flight() const;
 
-  // Ends every open out-of-band stream with status UNAVAILABLE, and from now
-  // on answers new ones the same way. Per-call reports go on. For a server
-  // about to shut down without a deadline.
+  // Ends every open out-of-band stream now with status UNAVAILABLE, and
+  // from now on answers new ones the same way. Per-call reports go on. For
+  // a server about to shut down without a deadline: no ORCA stream holds
+  // Shutdown() then. A stream whose report is being written is cancelled
+  // with that status rather than waited for: the write never completes
+  // while the client gives no flow-control window or does not read.
   void EndStreams();
 
   const LoadReportOptions& options() const;

@@ -8,6 +8,7 @@
 // whose interceptors were replaced after EnableLoadReports.
 #include "poise/load_reports.h"
 
+#include <grpc/grpc.h>
 #include <grpc/support/log.h>
 #include <grpcpp/alarm.h>
 #include <grpcpp/impl/codegen/server_callback_handlers.h>
@@ -147,10 +148,16 @@ class CountingFactory final
 // any time, never both, so Finish is called once, from whichever of the two
 // sees the stream stopped. Reference counted: one reference for OnDone, one
 // for a pending alarm callback.
+//
+// A write can stay pending for as long as the client keeps its connection:
+// one that gives no flow-control window or stops reading. EndStreams does
+// not wait for it: it cancels the call with the ended status, which fails
+// the write, and OnWriteDone then finishes the stream.
 class OrcaStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  OrcaStream(std::shared_ptr<State> state, const grpc::ByteBuffer* request)
-      : state_(std::move(state)) {
+  OrcaStream(std::shared_ptr<State> state, grpc::CallbackServerContext* context,
+             const grpc::ByteBuffer* request)
+      : state_(std::move(state)), context_(context) {
     absl::StatusOr<std::chrono::nanoseconds> interval = Interval(request);
     if (!interval.ok()) {
       const std::string message(interval.status().message());
@@ -172,14 +179,29 @@ class OrcaStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     Write();
   }
 
-  // Ends the stream at its next step (EndStreams, or the client's cancel).
-  void Stop(grpc::Status status) {
+  // Ends the stream at its next step: at once if an alarm is pending; when
+  // the report's write completes if one is pending, or, with
+  // cancel_pending_write (EndStreams), at once by cancelling the call.
+  void Stop(grpc::Status status, bool cancel_pending_write) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
     stop_status_ = std::move(status);
-    // The callback runs on gRPC's executor with ok = false, not here.
-    if (alarm_pending_) alarm_->Cancel();
+    // Neither the alarm's callback nor OnWriteDone runs here: gRPC runs
+    // them on its executor (ok = false), so holding mu_ cannot deadlock.
+    if (alarm_pending_) {
+      alarm_->Cancel();
+    } else if (write_pending_ && cancel_pending_write) {
+      // Not TryCancel(), which sends CANCELLED (and runs the PRE_SEND_CANCEL
+      // hook of the server's own interceptors, skipped here): a client
+      // whose report was in flight gets the status of every ended stream.
+      // The call lives until OnDone, which cannot come while the write is
+      // pending (OnWriteDone has not yet taken mu_).
+      grpc_call_cancel_with_status(
+          context_->c_call(),
+          static_cast<grpc_status_code>(stop_status_.error_code()),
+          stop_status_.error_message().c_str(), nullptr);
+    }
   }
 
   static grpc::Status EndedStatus() {
@@ -189,6 +211,7 @@ class OrcaStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   void OnWriteDone(bool ok) override {
     std::unique_lock<std::mutex> lock(mu_);
+    write_pending_ = false;
     if (!ok || stopping_) {
       grpc::Status status =
           stopping_ ? stop_status_
@@ -209,7 +232,9 @@ class OrcaStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   void OnCancel() override {
-    Stop(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+    // The call is cancelled already: a pending write fails by itself.
+    Stop(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"),
+         /*cancel_pending_write=*/false);
   }
 
   void OnDone() override {
@@ -245,7 +270,21 @@ class OrcaStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     return std::min(interval, kMaxReportInterval);
   }
 
+  // Starts the next report's write, or finishes a stream stopped since the
+  // last one (a write started after Stop would not be cancelled).
   void Write() {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stopping_) {
+        grpc::Status status = stop_status_;
+        lock.unlock();
+        Finish(std::move(status));
+        return;
+      }
+      // Set before StartWrite: a Stop in between cancels the call, and the
+      // write then fails at once.
+      write_pending_ = true;
+    }
     const std::string report = EncodeUtilization(
         state_->options.metric_name,
         static_cast<double>(state_->in_flight.load(std::memory_order_relaxed)));
@@ -277,6 +316,7 @@ class OrcaStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   const std::shared_ptr<State> state_;
+  grpc::CallbackServerContext* const context_;
   std::chrono::nanoseconds interval_{0};
   bool registered_ = false;  // set in the constructor only
   grpc::ByteBuffer response_;
@@ -286,6 +326,7 @@ class OrcaStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   bool stopping_ = false;               // guarded by mu_
   grpc::Status stop_status_;            // guarded by mu_
   bool alarm_pending_ = false;          // guarded by mu_
+  bool write_pending_ = false;          // guarded by mu_
   std::unique_ptr<grpc::Alarm> alarm_;  // guarded by mu_
 };
 
@@ -300,9 +341,9 @@ class OrcaService final : public grpc::Service {
     MarkMethodCallback(
         0, new grpc::internal::CallbackServerStreamingHandler<grpc::ByteBuffer,
                                                               grpc::ByteBuffer>(
-               [state](grpc::CallbackServerContext* /*context*/,
+               [state](grpc::CallbackServerContext* context,
                        const grpc::ByteBuffer* request) {
-                 return new OrcaStream(state, request);
+                 return new OrcaStream(state, context, request);
                }));
   }
 };
@@ -407,7 +448,8 @@ void LoadReports::EndStreams() {
   state_->streams_ended = true;
   // A stream leaves the set in OnDone, under this lock: each is alive here.
   for (load_reports_internal::OrcaStream* stream : state_->streams) {
-    stream->Stop(load_reports_internal::OrcaStream::EndedStatus());
+    stream->Stop(load_reports_internal::OrcaStream::EndedStatus(),
+                 /*cancel_pending_write=*/true);
   }
 }
 

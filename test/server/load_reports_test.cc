@@ -36,6 +36,7 @@
 #include "src/server/orca_wire.h"
 #include "test/server/lb_sinks.h"
 #include "test/server/metric_parser.h"
+#include "test/server/orca_request.h"
 
 namespace poise {
 namespace {
@@ -416,33 +417,7 @@ class Calls {
 // ---------------------------------------------------------------------------
 // The out-of-band stream, read with a plain ByteBuffer call.
 
-void PutVarint(uint64_t value, std::string& out) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-}
-
-// OrcaLoadReportRequest{report_interval: {seconds, nanos},
-// request_cost_names: ["ignored"]}, encoded independently of the library.
-std::string ReportRequest(int64_t seconds, int32_t nanos) {
-  std::string duration;
-  if (seconds != 0) {
-    duration.push_back(0x08);
-    PutVarint(static_cast<uint64_t>(seconds), duration);
-  }
-  if (nanos != 0) {
-    duration.push_back(0x10);
-    PutVarint(static_cast<uint64_t>(static_cast<int64_t>(nanos)), duration);
-  }
-  std::string request;
-  request.push_back(0x0a);
-  PutVarint(duration.size(), request);
-  request += duration;
-  request += "\x12\x07ignored";
-  return request;
-}
+using test_support::ReportRequest;
 
 class OrcaStreamClient {
  public:
