@@ -599,6 +599,7 @@ uint64_t LieCount(const std::string& lie) {
 std::pair<std::string, size_t> HotKeyAwayFromTheLiar(
     const std::vector<std::string>& addresses) {
   std::vector<Candidate> candidates;
+  candidates.reserve(addresses.size());
   for (const std::string& a : addresses) candidates.push_back({a, 1, true});
   for (int n = 0;; ++n) {
     std::string key = absl::StrCat("hot-", n);
@@ -646,8 +647,11 @@ LiarRun RunWithLiar(const std::string& lie) {
     ADD_FAILURE() << "backends did not start";
     return r;
   }
-  const auto [hot_key, owner] = HotKeyAwayFromTheLiar(backends.addresses());
-  r.owner = owner;
+  // Not a structured binding: the call threads capture the key (C++17).
+  const std::pair<std::string, size_t> hot_and_owner =
+      HotKeyAwayFromTheLiar(backends.addresses());
+  const std::string& hot_key = hot_and_owner.first;
+  r.owner = hot_and_owner.second;
   r.addresses = backends.addresses();
   const std::string label = absl::StrCat("liar-", lie.empty() ? "none" : lie);
   Client client(

@@ -301,7 +301,7 @@ class LyingOrcaService final : public grpc::Service {
         poise::load_reports_internal::DecodeReportInterval(bytes);
     if (!requested.ok()) {
       return {grpc::StatusCode::INVALID_ARGUMENT,
-              std::string(requested.status().message())};
+              std::string{requested.status().message()}};
     }
     // The server library's floor and ceiling (LoadReportOptions).
     const std::chrono::nanoseconds interval =
@@ -380,21 +380,27 @@ bool ParseValue(const std::string& arg, const std::string& value,
   return false;
 }
 
+// The command line; false for a bad one.
+bool ParseOptions(int argc, char** argv, Options* options) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--exponential") {
+      options->exponential = true;
+      continue;
+    }
+    if (i + 1 >= argc || !ParseValue(arg, argv[++i], options)) return false;
+  }
+  if (!options->garbage.empty() || !options->lie.empty()) {
+    options->reports = "none";
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--exponential") {
-      options.exponential = true;
-      continue;
-    }
-    if (i + 1 >= argc || !ParseValue(arg, argv[++i], &options)) return Usage();
-  }
-  if (!options.garbage.empty() || !options.lie.empty()) {
-    options.reports = "none";
-  }
+  if (!ParseOptions(argc, argv, &options)) return Usage();
 
   // The window [start, start + window-ms] (no end without --window-ms).
   const auto window_from = [&](int64_t start_us) {
