@@ -7,13 +7,16 @@
 // the backends' time-averaged concurrency. Smaller tests run an in-process
 // channel against backend processes without the server library, with
 // garbage reports, with per-call or out-of-band reports only, and one killed
-// with SIGKILL mid-stream. bench/fleet.sh runs the comparison for longer.
+// with SIGKILL mid-stream, and one channel against five backends of which one
+// lies in its out-of-band reports (issue 40). bench/fleet.sh runs the
+// comparison for longer.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cinttypes>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -566,6 +570,213 @@ TEST(FleetE2e, BackendKilledMidStreamLeavesNoCallCounted) {
   EXPECT_TRUE(lines[1].empty());  // the victim was killed
   EXPECT_FALSE(lines[2].empty());
 }
+
+// ---------------------------------------------------------------------------
+// One lying backend (issue 40): five backends, one channel with 16 calls in
+// flight, 70 % of them on one hot key, out-of-band reports every 10 ms. A
+// backend other than the hot key's owner reports 2^40 or 1e12 calls in flight
+// (both accepted: the refusal threshold is above 2^40), or 0 and 1e12 in
+// turn. L = sum of E_i counts the liar's estimate, so unless the client limits
+// what one backend's report adds to L, every other backend's capacity becomes
+// huge and the honest owner takes every hot call. The control runs the same
+// scenario with honest reports only.
+
+constexpr size_t kLiarBackends = 5;
+constexpr size_t kLiarIndex = 0;  // the lying backend, never the hot owner
+constexpr int kLiarInFlight = 16;
+constexpr int kLiarCalls = 2000;
+constexpr int kLiarFactor = 150;
+constexpr int kLiarCallMs = 20;
+
+// The count a client stores for the liar's report of --lie `lie`
+// (alternating: for its non-zero reports).
+uint64_t LieCount(const std::string& lie) {
+  return lie == "2^40" ? uint64_t{1} << 40 : uint64_t{1'000'000'000'000};
+}
+
+// The first of hot-0, hot-1, ... whose owner among `addresses` (the
+// identities) is not the liar's place, and that owner's index.
+std::pair<std::string, size_t> HotKeyAwayFromTheLiar(
+    const std::vector<std::string>& addresses) {
+  std::vector<Candidate> candidates;
+  candidates.reserve(addresses.size());
+  for (const std::string& a : addresses) candidates.push_back({a, 1, true});
+  for (int n = 0;; ++n) {
+    std::string key = absl::StrCat("hot-", n);
+    const size_t owner = WeightedRendezvous::Pick(key, candidates).value();
+    if (owner != kLiarIndex) return {std::move(key), owner};
+  }
+}
+
+struct LiarRun {
+  bool started = false;  // the backends, the warm-up and every report
+  int errors = 0;        // failed calls, the warm-up's included
+  int answered = 0;      // calls answered OK by some backend
+  int hot_to_owner = 0;
+  std::vector<std::string> addresses;      // the backends'
+  std::vector<std::string> backend_lines;  // their JSON lines, in that order
+  grpc_lb::ChannelStats stats;             // at the end
+  size_t owner = 0;                        // the hot key's
+
+  double Peak(size_t i) const { return Number(backend_lines[i], "peak"); }
+  std::string Describe() const {
+    std::string peaks;
+    for (size_t i = 0; i < backend_lines.size(); ++i) {
+      const auto* b = StatsOf(stats, addresses[i]);
+      absl::StrAppend(&peaks, i ? " " : "", Peak(i), "/",
+                      b ? b->peak_in_flight : 0, "/", b ? b->picks : 0);
+    }
+    return absl::StrCat(
+        "per backend: its peak / the channel's peak / picks [", peaks,
+        "]; owner ", owner, ", liar ", kLiarIndex, "; answered ", answered,
+        " errors ", errors, " hot to owner ", hot_to_owner, " reports ",
+        stats.load_reports, " refused ", stats.refused_load_reports);
+  }
+};
+
+// The scenario; `lie` is the liar's --lie, or "" for honest reports only.
+LiarRun RunWithLiar(const std::string& lie) {
+  LiarRun r;
+  std::vector<std::vector<std::string>> flags(
+      kLiarBackends, {"--call-ms", std::to_string(kLiarCallMs)});
+  if (!lie.empty()) {
+    flags[kLiarIndex].insert(flags[kLiarIndex].end(), {"--lie", lie});
+  }
+  Backends backends;
+  if (!backends.Start(flags)) {
+    ADD_FAILURE() << "backends did not start";
+    return r;
+  }
+  // Not a structured binding: the call threads capture the key (C++17).
+  const std::pair<std::string, size_t> hot_and_owner =
+      HotKeyAwayFromTheLiar(backends.addresses());
+  const std::string& hot_key = hot_and_owner.first;
+  r.owner = hot_and_owner.second;
+  r.addresses = backends.addresses();
+  const std::string label = absl::StrCat("liar-", lie.empty() ? "none" : lie);
+  Client client(
+      backends.target(),
+      test_support::LbConfig(
+          grpc_lb::kBoundedLoadRendezvousPolicy,
+          absl::StrCat(R"("balanceFactorPercent":)", kLiarFactor,
+                       R"(,"serverLoad":{"metric":"rif",)",
+                       R"("outOfBandInterval":"0.01s","maxReportAge":"1s"})")),
+      label);
+  const Poller poller;  // the streams are read between calls too
+  // Every honest backend READY: a liar's first report may make it full
+  // before any key reaches it, so it need not serve the warm-up.
+  int n = 0;
+  const bool warm = WaitFor(
+      [&] {
+        if (!client.Call(absl::StrCat("warm-up-", n++)).status.ok()) {
+          ++r.errors;
+        }
+        const grpc_lb::ChannelStats s = StatsFor(label);
+        for (size_t i = 0; i < kLiarBackends; ++i) {
+          const auto* b = StatsOf(s, backends.addresses()[i]);
+          if (i != kLiarIndex && (b == nullptr || b->picks == 0)) return false;
+        }
+        return true;
+      },
+      20s, 0ms);
+  // A report from every backend, and from the liar its lie (alternating: both
+  // of its values, seen by polling faster than it reports).
+  bool saw_zero = false;
+  bool saw_lie = false;
+  const auto every_report = [&] {
+    const grpc_lb::ChannelStats s = StatsFor(label);
+    for (const std::string& a : backends.addresses()) {
+      const auto* b = StatsOf(s, a);
+      if (b == nullptr || b->report_age_ms < 0) return false;
+    }
+    if (lie.empty()) return true;
+    const auto* liar = StatsOf(s, backends.addresses()[kLiarIndex]);
+    saw_zero |= liar->reported_load == 0;
+    saw_lie |= liar->reported_load == LieCount(lie);
+    return saw_lie && (lie != "alternating" || saw_zero);
+  };
+  const bool reported = warm && WaitFor(every_report, 20s, 1ms);
+  if (!warm || !reported) {
+    ADD_FAILURE() << (warm ? "no report from every backend (or the lie)"
+                           : "the honest backends were not all picked");
+    return r;
+  }
+  r.started = true;
+  // The calls: kLiarInFlight threads share kLiarCalls; 7 in 10 carry the hot
+  // key, the others a key of their own.
+  std::atomic<int> next{0};
+  std::atomic<int> errors{0};
+  std::atomic<int> answered{0};
+  std::atomic<int> hot_to_owner{0};
+  std::vector<std::thread> threads;
+  threads.reserve(kLiarInFlight);
+  for (int t = 0; t < kLiarInFlight; ++t) {
+    threads.emplace_back([&] {
+      for (int call = next++; call < kLiarCalls; call = next++) {
+        const bool hot = call % 10 < 7;
+        const auto out =
+            client.Call(hot ? hot_key : absl::StrCat("cold-", call));
+        if (!out.status.ok()) {
+          errors.fetch_add(1);
+          continue;
+        }
+        if (!out.backend_id.empty()) answered.fetch_add(1);
+        if (hot && out.backend_id == backends.addresses()[r.owner]) {
+          hot_to_owner.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  r.errors += errors.load();
+  r.answered = answered.load();
+  r.hot_to_owner = hot_to_owner.load();
+  EXPECT_TRUE(WaitFor([&] { return test_support::TotalInFlight(label) == 0; }));
+  r.stats = StatsFor(label);
+  r.backend_lines = backends.Stop();
+  return r;
+}
+
+void ExpectTheOwnerWithinItsBound(const LiarRun& r) {
+  // ceil(f (L + 1) w / (100 W)) with L = the client's 16 calls in flight
+  // over 5 equal backends: where honest reports hold the owner (a report
+  // that still counts a call just ended makes L 16 at a pick).
+  const uint64_t bound =
+      test_support::Bound(kLiarFactor, kLiarInFlight + 1, 1, kLiarBackends);
+  ASSERT_EQ(bound, 6u);
+  ASSERT_TRUE(r.started);
+  ASSERT_EQ(r.backend_lines.size(), kLiarBackends);
+  for (size_t i = 0; i < kLiarBackends; ++i) {
+    ASSERT_FALSE(r.backend_lines[i].empty()) << "backend " << i;
+  }
+  std::printf("bound %" PRIu64 "; %s\n", bound, r.Describe().c_str());
+  EXPECT_EQ(r.errors, 0) << r.Describe();
+  EXPECT_EQ(r.answered, kLiarCalls) << r.Describe();
+  // Accepted, not refused: the lies are counts a client takes.
+  EXPECT_EQ(r.stats.refused_load_reports, 0u) << r.Describe();
+  // The owner served hot calls: the scenario ran.
+  EXPECT_GT(r.hot_to_owner, 0) << r.Describe();
+  // Its own measure of its concurrency (the channel's is in Describe).
+  EXPECT_LE(r.Peak(r.owner), static_cast<double>(bound + 1)) << r.Describe();
+}
+
+TEST(FleetE2e, HonestReportsKeepTheHotKeysOwnerWithinItsBound) {
+  ExpectTheOwnerWithinItsBound(RunWithLiar(""));
+}
+
+class FleetE2eLiar : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FleetE2eLiar, OneBackendsLieDoesNotLiftTheHonestOwnersBound) {
+  ExpectTheOwnerWithinItsBound(RunWithLiar(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Lies, FleetE2eLiar, ::testing::Values("2^40", "1e12", "alternating"),
+    [](const ::testing::TestParamInfo<std::string>& lie) -> std::string {
+      if (lie.param == "2^40") return "TwoToThe40";
+      if (lie.param == "1e12") return "TenToThe12";
+      return "ZeroAndTenToThe12InTurn";
+    });
 
 }  // namespace
 }  // namespace poise::e2e

@@ -7,9 +7,9 @@
 //
 //   poise-fleet-backend [--ip 127.0.0.1] [--port 0] [--call-ms 20]
 //       [--exponential] [--reports both|per-call|oob|none]
-//       [--garbage nan|negative] [--window-start-ms EPOCH_MS]
-//       [--window-start-file PATH] [--window-ms N] [--key-header x-key]
-//       [--hot-key hot]
+//       [--garbage nan|negative] [--lie 2^40|1e12|alternating]
+//       [--window-start-ms EPOCH_MS] [--window-start-file PATH]
+//       [--window-ms N] [--key-header x-key] [--hot-key hot]
 //
 // It prints "listening on IP:PORT" once it serves, and on SIGTERM or SIGINT
 // ends its ORCA streams, shuts down (1 s deadline) and prints one JSON line:
@@ -25,7 +25,19 @@
 // with utilization "rif" = NaN or -5. The server library appends its own
 // "rif" entry to a handler's trailer and the last entry of a map wins, so a
 // garbage backend must run without it: --garbage implies --reports none.
+//
+// --lie makes the out-of-band ORCA stream (StreamCoreMetrics) report
+// utilization "rif" = 2^40 or 1e12 calls in flight, whatever the backend
+// serves, or 0 and 1e12 on successive reports (alternating, from 0); both
+// values are counts a client accepts (it refuses values above 2^40). The
+// stream writes at the interval the client asks for, never more often than
+// every 10 ms, as the server library's does. It replaces the library's
+// stream, which cannot be registered next to it, and no per-call report
+// would carry the true count: --lie implies --reports none. The calls are
+// served and measured as without it.
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/rpc_service_method.h>
+#include <grpcpp/support/method_handler.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,7 +49,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -46,11 +57,13 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "echo.grpc.pb.h"
 #include "poise/load_reports.h"
+#include "src/server/orca_wire.h"
 #include "start_file.h"
 
 namespace {
@@ -71,9 +84,12 @@ int Usage() {
       stderr,
       "usage: poise-fleet-backend [--ip 127.0.0.1] [--port 0] [--call-ms 20]\n"
       "    [--exponential] [--reports both|per-call|oob|none]\n"
-      "    [--garbage nan|negative] [--window-start-ms EPOCH_MS]\n"
-      "    [--window-start-file PATH] [--window-ms N] [--key-header x-key]\n"
-      "    [--hot-key hot]\n");
+      "    [--garbage nan|negative] [--lie 2^40|1e12|alternating]\n"
+      "    [--window-start-ms EPOCH_MS] [--window-start-file PATH]\n"
+      "    [--window-ms N] [--key-header x-key] [--hot-key hot]\n"
+      "--lie: the ORCA stream reports that many calls in flight (alternating:\n"
+      "    0 and 1e12 in turn) at the client's interval; implies --reports "
+      "none\n");
   return 2;
 }
 
@@ -85,24 +101,13 @@ bool ParseInt(const std::string& text, int64_t low, int64_t high,
   return true;
 }
 
+// The metric the server library reports and the fleet client reads.
+constexpr char kMetric[] = "rif";
+
 // A serialized xds.data.orca.v3.OrcaLoadReport with utilization["rif"] =
-// value: field 5 (map<string, double>), one entry {1: "rif", 2: value}.
-std::string GarbageReport(double value) {
-  std::string entry;
-  entry.push_back('\x0a');  // field 1, length-delimited
-  entry.push_back('\x03');
-  entry.append("rif");
-  entry.push_back('\x11');  // field 2, 64-bit
-  uint64_t bits = 0;
-  std::memcpy(&bits, &value, sizeof bits);
-  for (int i = 0; i < 8; ++i) {
-    entry.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
-  }
-  std::string report;
-  report.push_back('\x2a');  // field 5, length-delimited
-  report.push_back(static_cast<char>(entry.size()));
-  report += entry;
-  return report;
+// value.
+std::string Report(double value) {
+  return poise::load_reports_internal::EncodeUtilization(kMetric, value);
 }
 
 // The time-weighted level of calls in flight over a window [start, end] in
@@ -184,6 +189,7 @@ struct Options {
   bool exponential = false;
   std::string reports = "both";
   std::string garbage;  // "", "nan" or "negative"
+  std::string lie;      // "", "2^40", "1e12" or "alternating"
   int64_t window_start_ms = -1;
   std::string window_start_file;
   int64_t window_ms = -1;
@@ -196,9 +202,9 @@ class Service final : public poise::example::Echo::Service {
   Service(const Options& options, Concurrency* concurrency)
       : options_(options), concurrency_(concurrency) {
     if (options.garbage == "nan") {
-      garbage_ = GarbageReport(std::numeric_limits<double>::quiet_NaN());
+      garbage_ = Report(std::numeric_limits<double>::quiet_NaN());
     } else if (options.garbage == "negative") {
-      garbage_ = GarbageReport(-5.0);
+      garbage_ = Report(-5.0);
     }
   }
 
@@ -251,6 +257,85 @@ class Service final : public poise::example::Echo::Service {
   std::string address_;
 };
 
+// The lying out-of-band stream of --lie, on a sync handler: one server thread
+// per stream, which a fleet backend's few clients can afford.
+class LyingOrcaService final : public grpc::Service {
+ public:
+  explicit LyingOrcaService(std::string lie) : lie_(std::move(lie)) {
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        poise::kOrcaStreamMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
+        new grpc::internal::ServerStreamingHandler<
+            LyingOrcaService, grpc::ByteBuffer, grpc::ByteBuffer>(
+            [](LyingOrcaService* service, grpc::ServerContext* context,
+               const grpc::ByteBuffer* request,
+               grpc::ServerWriter<grpc::ByteBuffer>* writer) {
+              return service->Stream(context, *request, writer);
+            },
+            this)));
+  }
+
+  // Ends every stream at its next step, and any later one at once (before
+  // the server shuts down, which would wait for them).
+  void EndStreams() { ended_.store(true); }
+
+ private:
+  // The value of the stream's n-th report (from 0).
+  double Lie(uint64_t n) const {
+    if (lie_ == "2^40") return 1099511627776.0;
+    if (lie_ == "1e12") return 1e12;
+    return n % 2 == 0 ? 0.0 : 1e12;  // alternating
+  }
+
+  grpc::Status Stream(grpc::ServerContext* context,
+                      const grpc::ByteBuffer& request,
+                      grpc::ServerWriter<grpc::ByteBuffer>* writer) const {
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (request.Valid() && request.Dump(&slices).ok()) {
+      for (const grpc::Slice& slice : slices) {
+        bytes.append(reinterpret_cast<const char*>(slice.begin()),
+                     slice.size());
+      }
+    }
+    const auto requested =
+        poise::load_reports_internal::DecodeReportInterval(bytes);
+    if (!requested.ok()) {
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              std::string{requested.status().message()}};
+    }
+    // The server library's floor and ceiling (LoadReportOptions).
+    const std::chrono::nanoseconds interval =
+        std::clamp<std::chrono::nanoseconds>(
+            requested->value_or(std::chrono::nanoseconds(0)),
+            std::chrono::milliseconds(10), std::chrono::hours(1));
+    for (uint64_t n = 0;; ++n) {
+      grpc::Slice slice(Report(Lie(n)));
+      if (!writer->Write(grpc::ByteBuffer(&slice, 1))) {
+        return {grpc::StatusCode::UNAVAILABLE,
+                "could not write the load report"};
+      }
+      // In slices, so that a signal or the client's cancel ends it promptly.
+      const auto next = std::chrono::steady_clock::now() + interval;
+      for (auto now = std::chrono::steady_clock::now(); now < next;
+           now = std::chrono::steady_clock::now()) {
+        if (ended_.load()) {
+          return {grpc::StatusCode::UNAVAILABLE,
+                  "load reports ended by the server"};
+        }
+        if (context->IsCancelled()) {
+          return {grpc::StatusCode::CANCELLED, "cancelled by the client"};
+        }
+        std::this_thread::sleep_for(
+            std::min<std::chrono::steady_clock::duration>(
+                std::chrono::milliseconds(5), next - now));
+      }
+    }
+  }
+
+  const std::string lie_;
+  std::atomic<bool> ended_{false};
+};
+
 // One option that takes a value; false for a bad one.
 bool ParseValue(const std::string& arg, const std::string& value,
                 Options* options) {
@@ -268,6 +353,10 @@ bool ParseValue(const std::string& arg, const std::string& value,
   if (arg == "--garbage") {
     options->garbage = value;
     return value == "nan" || value == "negative";
+  }
+  if (arg == "--lie") {
+    options->lie = value;
+    return value == "2^40" || value == "1e12" || value == "alternating";
   }
   if (arg == "--window-start-ms") {
     return ParseInt(value, 0, std::numeric_limits<int64_t>::max() / 1000,
@@ -291,19 +380,27 @@ bool ParseValue(const std::string& arg, const std::string& value,
   return false;
 }
 
+// The command line; false for a bad one.
+bool ParseOptions(int argc, char** argv, Options* options) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--exponential") {
+      options->exponential = true;
+      continue;
+    }
+    if (i + 1 >= argc || !ParseValue(arg, argv[++i], options)) return false;
+  }
+  if (!options->garbage.empty() || !options->lie.empty()) {
+    options->reports = "none";
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--exponential") {
-      options.exponential = true;
-      continue;
-    }
-    if (i + 1 >= argc || !ParseValue(arg, argv[++i], &options)) return Usage();
-  }
-  if (!options.garbage.empty()) options.reports = "none";
+  if (!ParseOptions(argc, argv, &options)) return Usage();
 
   // The window [start, start + window-ms] (no end without --window-ms).
   const auto window_from = [&](int64_t start_us) {
@@ -327,6 +424,8 @@ int main(int argc, char** argv) {
   builder.AddListeningPort(absl::StrCat(options.ip, ":", options.port),
                            grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
+  std::optional<LyingOrcaService> liar;
+  if (!options.lie.empty()) builder.RegisterService(&liar.emplace(options.lie));
   std::shared_ptr<poise::LoadReports> reports;
   if (options.reports != "none") {
     poise::LoadReportOptions report_options;
@@ -364,6 +463,7 @@ int main(int argc, char** argv) {
     }
   }
   if (reports != nullptr) reports->EndStreams();
+  if (liar.has_value()) liar->EndStreams();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server->Wait();
   concurrency.Print(address);
