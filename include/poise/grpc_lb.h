@@ -197,11 +197,19 @@ std::vector<ChannelStats> StatsSnapshot();
 // (src/router/explain.h) over the channel's READY backends as its current
 // picker weighs them (effective weights during slow start, the loads a pick
 // reads: the load scope's calls, the fleet's estimates under serverLoad), plus
-// "channel", "policy" and "not_ready" (the identities of the backends that
-// are not READY). The request key is used only for this answer. NOT_FOUND
-// when no live channel has the label, FAILED_PRECONDITION when it has no
-// picker or no READY backend yet. Channels sharing a label (one loadScope
-// PROCESS scope) are asked in turn; the first with a picker answers.
+// "channel", "policy", "not_ready" (the identities of the backends that are
+// not READY) and "connectivity" (the channel's state, as in ChannelStats).
+// With no backend READY (a channel connecting, every backend failing, an
+// address list replaced by one not connected yet), the object is over every
+// backend ChannelStats lists, with the weights and calls in flight it shows,
+// and "not_ready" names them all (but one turning READY as it is read): the
+// key's order once they are READY (its calls wait or fail meanwhile, as
+// "connectivity" says). The request key is
+// used only for this answer. NOT_FOUND when no live channel has the label,
+// FAILED_PRECONDITION when it lists no backend (no address list yet, or an
+// empty one). Channels sharing a label (one loadScope PROCESS scope) are
+// asked in turn: the first with a READY backend answers, else the first
+// listing backends.
 absl::StatusOr<std::string> ExplainKey(std::string_view label,
                                        std::string_view key);
 // The statistics as Prometheus text exposition format 0.0.4, for a

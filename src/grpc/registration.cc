@@ -7,7 +7,10 @@
 #include <grpcpp/version_info.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "poise/grpc_lb.h"
@@ -18,6 +21,7 @@
 #include "src/core/lib/uri/uri_parser.h"
 #include "src/dns/target.h"
 #include "src/grpc/dns_resolver.h"
+#include "src/router/connectivity.h"
 #include "src/router/explain.h"
 #include "src/router/picker.h"
 #include "src/router/prometheus_text.h"
@@ -151,6 +155,32 @@ std::vector<ChannelStats> StatsSnapshot() {
   return router::SnapshotAllPolicies();
 }
 
+namespace {
+
+// ExplainJson's object for `channel`, with its "channel", "policy",
+// "not_ready" and "connectivity" members.
+absl::StatusOr<std::string> ExplainForChannel(
+    std::string_view label, const router::PolicyStats& channel,
+    std::string_view key, uint32_t factor_percent,
+    const std::vector<router::ExplainedBackend>& ranked,
+    const std::vector<std::string>& not_ready) {
+  const bool bounded = channel.policy() == kBoundedLoadRendezvousPolicy;
+  std::string extra = absl::StrCat(
+      "\"channel\":", router::JsonString(label),
+      ",\"policy\":", router::JsonString(channel.policy()), ",\"not_ready\":[");
+  const char* separator = "";
+  for (const std::string& identity : not_ready) {
+    absl::StrAppend(&extra, separator, router::JsonString(identity));
+    separator = ",";
+  }
+  absl::StrAppend(&extra, "],\"connectivity\":",
+                  router::JsonString(router::ToString(
+                      channel.connectivity.load(std::memory_order_relaxed))));
+  return router::ExplainJson(key, factor_percent, ranked, bounded, extra);
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ExplainKey(std::string_view label,
                                        std::string_view key) {
   const absl::string_view quoted(label.data(), label.size());
@@ -160,31 +190,44 @@ absl::StatusOr<std::string> ExplainKey(std::string_view label,
     return absl::NotFoundError(
         absl::StrCat("no live channel has the stats label \"", quoted, "\""));
   }
+  // A channel that routes now answers as its picker weighs the key.
   for (const std::shared_ptr<router::PolicyStats>& channel : channels) {
     const std::shared_ptr<const router::Picker> picker = channel->picker();
     if (picker == nullptr) continue;
     const router::Picker::Inputs inputs = picker->InputsNow();
-    if (inputs.ready.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("channel \"", quoted, "\" has no READY backend (",
-                       inputs.not_ready.size(), " not READY)"));
+    if (inputs.ready.empty()) continue;
+    return ExplainForChannel(label, *channel, key, picker->factor_percent(),
+                             inputs.ready, inputs.not_ready);
+  }
+  // Else none of its backends is READY (connecting, failed, or a new list
+  // during churn): the key over every backend the stats list, the order its
+  // calls take once they are READY, each of them named not READY.
+  for (const std::shared_ptr<router::PolicyStats>& channel : channels) {
+    const router::PolicyStats::Listed listed = channel->ListedNow();
+    if (listed.backends == nullptr || listed.backends->backends.empty()) {
+      continue;
     }
-    const bool bounded = channel->policy() == kBoundedLoadRendezvousPolicy;
-    std::string extra =
-        absl::StrCat("\"channel\":", router::JsonString(label),
-                     ",\"policy\":", router::JsonString(channel->policy()),
-                     ",\"not_ready\":[");
-    const char* separator = "";
-    for (const std::string& identity : inputs.not_ready) {
-      absl::StrAppend(&extra, separator, router::JsonString(identity));
-      separator = ",";
+    std::vector<router::ExplainedBackend> ranked;
+    std::vector<std::string> not_ready;
+    ranked.reserve(listed.backends->backends.size());
+    for (size_t i = 0; i < listed.backends->backends.size(); ++i) {
+      const router::ListedBackend& b = listed.backends->backends[i];
+      ranked.push_back({std::string(b.identity), listed.weights[i],
+                        b.cell->in_flight->Load()});
+      // By the state the stats show (one may turn READY before its picker
+      // is published).
+      if (b.cell->connectivity.load(std::memory_order_relaxed) !=
+          router::Connectivity::kReady) {
+        not_ready.emplace_back(b.identity);
+      }
     }
-    extra += "]";
-    return router::ExplainJson(key, picker->factor_percent(), inputs.ready,
-                               bounded, extra);
+    return ExplainForChannel(label, *channel, key,
+                             listed.balance_factor_percent, ranked, not_ready);
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      "channel \"", quoted, "\" has no picker yet (no address list)"));
+      "channel \"", quoted,
+      "\" lists no backend: its resolver has given no address list yet, or "
+      "an empty one"));
 }
 
 std::string PrometheusText() {

@@ -1,7 +1,7 @@
 // The weighted_rendezvous and bounded_load_rendezvous LB policies: gRPC's
 // side of poise::router, whose rules (src/router) decide everything. This
 // file turns ServerAddresses into router entries, keeps a subchannel per
-// listed address, maps connectivity, publishes pickers that turn the router's
+// listed backend, maps connectivity, publishes pickers that turn the router's
 // PickOutcome into a PickResult (rendezvous_picker.h), sets slow start's step
 // timer (slow_start_timer.h), and traces (GRPC_TRACE=poise_rendezvous).
 #include "src/grpc/require_undebug.h"
@@ -341,6 +341,7 @@ void RendezvousLb::ShutdownLocked() {
   states_.clear();
   set_.Clear();
   stats_->SetBackends(nullptr);
+  stats_->SetPicker({});
   stats_->connectivity.store(router::Connectivity::kShutdown,
                              std::memory_order_relaxed);
 }
@@ -354,6 +355,7 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   config_ = RefCountedPtr<RendezvousLbConfig>(
       static_cast<RendezvousLbConfig*>(args.config.release()));
   resolution_note_ = std::move(args.resolution_note);
+  stats_->SetBalanceFactor(config_->config()->balance_factor_percent);
   ApplySlowStartConfigLocked();
   if (!args.addresses.ok()) {
     POISE_TRACE("[poise %p] address error: %s", this,
@@ -451,10 +453,11 @@ router::BackendSet::UpdateReport RendezvousLb::UpdateBackendsLocked(
 void RendezvousLb::TraceUpdateLocked(
     const router::BackendSet::UpdateReport& report) const {
   POISE_TRACE(
-      "[poise %p] update: %zu backends (left out: %zu duplicate addresses, "
-      "%zu duplicate identities, %zu without a subchannel)",
-      this, set_.size(), report.duplicate_addresses,
-      report.duplicate_identities, report.refused);
+      "[poise %p] update: %zu backends, %zu of them at an address an earlier "
+      "one has (left out: %zu duplicate identities, %zu without a "
+      "subchannel)",
+      this, set_.size(), report.shared_addresses, report.duplicate_identities,
+      report.refused);
   if (report.table_rebuilt) {
     POISE_TRACE("[poise %p] identity table: %zu backends, %zu bytes", this,
                 set_.table()->size(), set_.table()->memory_bytes());
@@ -465,10 +468,12 @@ void RendezvousLb::OnBackendStateLocked(uint32_t index,
                                         grpc_connectivity_state state,
                                         const absl::Status& status) {
   if (shutdown_) return;  // a stale notification
-  const std::string_view address = set_.backends()[index].address;
-  POISE_TRACE("[poise %p] %.*s -> %s %s", this,
-              static_cast<int>(address.size()), address.data(),
-              grpc_core::ConnectivityStateName(state),
+  // By identity and address: one address may carry several identities.
+  const router::ListedBackend& backend = set_.backends()[index];
+  POISE_TRACE("[poise %p] %.*s at %.*s -> %s %s", this,
+              static_cast<int>(backend.identity.size()),
+              backend.identity.data(), static_cast<int>(backend.address.size()),
+              backend.address.data(), grpc_core::ConnectivityStateName(state),
               status.ok() ? "" : status.ToString().c_str());
   if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
     channel_control_helper()->RequestReresolution();
@@ -499,7 +504,12 @@ void RendezvousLb::UpdatePickerLocked() {
         std::make_unique<RendezvousPicker>(this, config_->config(), set_.list(),
                                            states_, stats_,
                                            std::move(subchannels), effective));
-  } else if (channel.state == router::Connectivity::kConnecting) {
+    return;
+  }
+  // Nothing READY: ExplainKey answers from the list the stats show, not from
+  // a picker gRPC has not dropped yet.
+  stats_->SetPicker({});
+  if (channel.state == router::Connectivity::kConnecting) {
     channel_control_helper()->UpdateState(
         GRPC_CHANNEL_CONNECTING, absl::OkStatus(),
         std::make_unique<QueuePicker>(Ref(DEBUG_LOCATION, "QueuePicker")));

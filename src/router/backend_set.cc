@@ -1,9 +1,11 @@
 #include "src/router/backend_set.h"
 
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "src/core/identity_store.h"
@@ -73,31 +75,79 @@ uint32_t WeightOf(const ResolverEntry& entry, const EndpointConfig* endpoint,
   return default_weight;
 }
 
-// Where the previous list's backends are: by address, and by identity when
-// their cells carry over (within one scope).
-struct PreviousPositions {
-  PreviousPositions(const BackendList& previous, bool same_scope) {
-    by_address.reserve(previous.backends.size());
-    if (same_scope) by_identity.reserve(previous.backends.size());
-    for (size_t i = 0; i < previous.backends.size(); ++i) {
-      const ListedBackend& b = previous.backends[i];
-      by_address.emplace(b.address, i);
-      if (same_scope) by_identity.emplace(b.identity, i);
+// Where the previous list's backends are (by identity, and per address in
+// list order), and which of them this update has promised or given away.
+class PreviousPositions {
+ public:
+  explicit PreviousPositions(const BackendList& previous)
+      : backends_(previous.backends),
+        next_at_address_(backends_.size(), kNone),
+        promised_(backends_.size(), false),
+        taken_(backends_.size(), false) {
+    by_identity_.reserve(backends_.size());
+    first_at_address_.reserve(backends_.size());
+    // Backwards, so that each address's chain runs in list order.
+    for (size_t i = backends_.size(); i-- > 0;) {
+      const ListedBackend& b = backends_[i];
+      by_identity_.emplace(b.identity, i);
+      const auto [at, inserted] = first_at_address_.try_emplace(b.address, i);
+      if (!inserted) {
+        next_at_address_[i] = at->second;
+        at->second = i;
+      }
     }
   }
-  std::optional<size_t> OfAddress(std::string_view address) const {
-    const auto it = by_address.find(address);
-    if (it == by_address.end()) return std::nullopt;
-    return it->second;
-  }
+
+  // The previous backend of `identity`, wherever it was.
   std::optional<size_t> OfIdentity(std::string_view identity) const {
-    const auto it = by_identity.find(identity);
-    if (it == by_identity.end()) return std::nullopt;
+    const auto it = by_identity_.find(identity);
+    if (it == by_identity_.end()) return std::nullopt;
     return it->second;
   }
 
-  absl::flat_hash_map<std::string_view, size_t> by_address;
-  absl::flat_hash_map<std::string_view, size_t> by_identity;
+  // An entry of `address` and `identity` will list: the previous backend of
+  // both is kept for it, not given to another identity of the address.
+  void Promise(std::string_view address, std::string_view identity) {
+    if (const std::optional<size_t> i = Exact(address, identity)) {
+      promised_[*i] = true;
+    }
+  }
+
+  // Admission::previous for a backend of `address` and `identity`.
+  std::optional<size_t> Successor(std::string_view address,
+                                  std::string_view identity) const {
+    if (const std::optional<size_t> i = Exact(address, identity);
+        i.has_value() && !taken_[*i]) {
+      return i;
+    }
+    const auto first = first_at_address_.find(address);
+    if (first == first_at_address_.end()) return std::nullopt;
+    for (size_t i = first->second; i != kNone; i = next_at_address_[i]) {
+      if (!promised_[i] && !taken_[i]) return i;
+    }
+    return std::nullopt;
+  }
+
+  // A backend of this update took over backend `i`'s subchannel.
+  void Take(size_t i) { taken_[i] = true; }
+
+ private:
+  static constexpr size_t kNone = SIZE_MAX;
+
+  std::optional<size_t> Exact(std::string_view address,
+                              std::string_view identity) const {
+    const std::optional<size_t> i = OfIdentity(identity);
+    if (!i.has_value() || backends_[*i].address != address) return std::nullopt;
+    return i;
+  }
+
+  const std::vector<ListedBackend>& backends_;
+  absl::flat_hash_map<std::string_view, size_t> by_identity_;
+  absl::flat_hash_map<std::string_view, size_t> first_at_address_;
+  // The next previous backend of the same address; kNone after the last.
+  std::vector<size_t> next_at_address_;
+  std::vector<bool> promised_;
+  std::vector<bool> taken_;
 };
 
 // Whether `a` and `b` list the same identities in the same order.
@@ -171,7 +221,16 @@ absl::flat_hash_set<std::string_view> BackendSet::ListEntries(
   // Every lookup below is by string_view into `entries`, `config` or the
   // previous list, all alive until the update ends.
   const EndpointIndex endpoints(config);
-  const PreviousPositions positions(previous, same_scope);
+  PreviousPositions positions(previous);
+  // B2 first, for every entry: a backend keeps its own subchannel even when
+  // an entry before it renames another backend of its address.
+  std::vector<const EndpointConfig*> endpoint_of(entries.size());
+  std::vector<std::string_view> identity_of(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    endpoint_of[i] = endpoints.For(entries[i]);
+    identity_of[i] = IdentityOf(entries[i], endpoint_of[i]);
+    positions.Promise(entries[i].address, identity_of[i]);
+  }
   next.backends.reserve(entries.size());
   absl::flat_hash_set<std::string_view> addresses;
   absl::flat_hash_set<std::string_view> identities;
@@ -179,27 +238,26 @@ absl::flat_hash_set<std::string_view> BackendSet::ListEntries(
   identities.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     const ResolverEntry& entry = entries[i];
-    // B1. The first occurrence of an address wins.
-    if (addresses.contains(entry.address)) {
-      ++report.duplicate_addresses;
-      continue;
-    }
-    const EndpointConfig* endpoint = endpoints.For(entry);
-    const std::string_view identity = IdentityOf(entry, endpoint);  // B2
+    const std::string_view identity = identity_of[i];
     // B3. One backend per identity.
     if (identities.contains(identity)) {
       ++report.duplicate_identities;
       continue;
     }
     const uint32_t weight =
-        WeightOf(entry, endpoint, config.default_weight);  // B4
-    if (!admit(Admission{i, positions.OfAddress(entry.address)})) {
+        WeightOf(entry, endpoint_of[i], config.default_weight);  // B4
+    const std::optional<size_t> successor =
+        positions.Successor(entry.address, identity);
+    if (!admit(Admission{i, successor})) {
       ++report.refused;
       continue;
     }
-    addresses.insert(entry.address);
+    if (successor.has_value()) positions.Take(*successor);
+    // B1. Another identity of a listed address is a backend too.
+    if (!addresses.insert(entry.address).second) ++report.shared_addresses;
     identities.insert(identity);
-    const std::optional<size_t> kept = positions.OfIdentity(identity);
+    const std::optional<size_t> kept =
+        same_scope ? positions.OfIdentity(identity) : std::nullopt;
     std::shared_ptr<BackendCell> cell =
         kept.has_value() ? previous.backends[*kept].cell : NewCell(identity);
     // Borrowed from `entries` and `config` until BorrowFromList().

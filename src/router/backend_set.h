@@ -144,7 +144,12 @@ struct BackendList {
 // The current backend list and the cells of the identities it has known.
 //
 // Resolution, per resolver entry, in resolver order:
-//   B1. an address already listed is dropped (the first occurrence wins);
+//   B1. a backend is an identity, not an address: entries of one address
+//       under different identities (two DNS names of one pod, a CNAME beside
+//       its target) are a backend each, with a subchannel each, so every
+//       identity's keys go to its owner's address as they would over the
+//       identities alone; an entry repeating an address and its identity
+//       is a duplicate identity (B3);
 //   B2. the backend's endpoints[] entry is the one with its address, else
 //       the one without an address whose identity is the entry's identity
 //       attribute (when not empty), else its address text; its identity:
@@ -174,9 +179,12 @@ class BackendSet final {
  public:
   // What Update() asks its caller about each backend it is about to list.
   struct Admission {
-    size_t entry;                    // index into the resolver entries
-    std::optional<size_t> previous;  // index of the same address in the
-                                     // previous list; nullopt: a new address
+    size_t entry;  // index into the resolver entries
+    // The previous list's backend whose subchannel this one takes over: the
+    // one of the same address and identity, else one of the same address
+    // whose address and identity no entry repeats (an address renamed);
+    // nullopt: none. No previous backend is named twice in one update.
+    std::optional<size_t> previous;
   };
   // Returns whether the backend may be listed (false: the caller could not
   // connect it; the entry is skipped as if absent).
@@ -184,7 +192,8 @@ class BackendSet final {
 
   // What an update did, for logs.
   struct UpdateReport {
-    size_t duplicate_addresses = 0;   // entries dropped by B1
+    size_t shared_addresses = 0;      // backends listed at an address an
+                                      // earlier backend has (B1)
     size_t duplicate_identities = 0;  // entries dropped by B3
     size_t refused = 0;               // entries admit() refused
     bool table_rebuilt = false;       // false: the previous table was kept

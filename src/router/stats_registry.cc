@@ -94,6 +94,22 @@ grpc_lb::ChannelStats PolicyStats::Counters() const {
   return out;
 }
 
+PolicyStats::Listed PolicyStats::ListedNow() const {
+  Listed out;
+  std::lock_guard<std::mutex> lock(mu_);
+  out.backends = backends_;
+  out.balance_factor_percent = balance_factor_percent_;
+  if (backends_ == nullptr) return out;
+  const bool has_effective =
+      effective_weights_.size() == backends_->backends.size();
+  out.weights.reserve(backends_->backends.size());
+  for (size_t i = 0; i < backends_->backends.size(); ++i) {
+    out.weights.push_back(has_effective ? effective_weights_[i]
+                                        : backends_->backends[i].weight);
+  }
+  return out;
+}
+
 grpc_lb::ChannelStats PolicyStats::Snapshot() const {
   grpc_lb::ChannelStats out = Counters();
   const int64_t now_ns = FleetNowNs();

@@ -15,6 +15,7 @@
 #include "poise/grpc_lb.h"
 #include "src/router/backend_set.h"
 #include "src/router/call_metrics.h"
+#include "src/router/config.h"
 #include "src/router/connectivity.h"
 
 namespace poise::router {
@@ -62,13 +63,32 @@ class PolicyStats final {
     weight_scale_ = scale;
   }
 
+  // The config's balanceFactorPercent, for ExplainKey while no picker
+  // routes.
+  void SetBalanceFactor(uint32_t percent) {
+    std::lock_guard<std::mutex> lock(mu_);
+    balance_factor_percent_ = percent;
+  }
+
+  // What ExplainKey weighs while no picker routes (no backend READY): the
+  // current list, the weights routing uses for it (slow start's, else the
+  // list's: what the snapshot shows) and the balance factor, read together.
+  struct Listed {
+    std::shared_ptr<const BackendList> backends;  // null: none published
+    std::vector<uint32_t> weights;                // by backend index
+    uint32_t balance_factor_percent = Config::kDefaultBalanceFactorPercent;
+  };
+  Listed ListedNow() const;
+
   grpc_lb::ChannelStats Snapshot() const;
   // The channel's stats label, else its target (also the name its load
   // scope goes by).
   const std::string& label() const { return *label_; }
 
   // The channel's current picker, for ExplainKey: held weakly (the picker
-  // holds these stats), so it is null once gRPC drops the picker.
+  // holds these stats), so it is null once gRPC drops the picker; the policy
+  // empties it when it publishes a picker of its own that queues or fails
+  // (no backend READY), which gRPC may drop later.
   void SetPicker(std::weak_ptr<const Picker> picker) {
     std::lock_guard<std::mutex> lock(mu_);
     picker_ = std::move(picker);
@@ -92,6 +112,7 @@ class PolicyStats final {
   std::shared_ptr<const BackendList> backends_;
   std::vector<uint32_t> effective_weights_;
   uint32_t weight_scale_ = 1;
+  uint32_t balance_factor_percent_ = Config::kDefaultBalanceFactorPercent;
   std::weak_ptr<const Picker> picker_;
 };
 

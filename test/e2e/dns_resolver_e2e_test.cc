@@ -524,6 +524,62 @@ TEST(DnsResolverE2e, EndpointsByIdentityWeighDnsNamedBackends) {
   }
 }
 
+// Names sharing one address (a second A record of a pod, and a CNAME beside
+// its target) are a backend each: every name's keys go to that address as
+// the core predicts over the names alone, and the stats list every name at
+// the shared address.
+TEST(DnsResolverE2e, NamesSharingAnAddressAreABackendEach) {
+  POISE_REQUIRE_DNSMASQ();
+  std::vector<Pod> pods = StartPods(2);
+  DnsZone zone = ZoneOf(pods, false);
+  zone.Host("web-0b.web.test", pods[0].backend->ip());
+  zone.Cname("cache.web.test", pods[0].name);
+  DnsmasqServer dns;
+  ASSERT_TRUE(dns.Start(zone));
+  const std::string port0 = absl::StrCat(":", pods[0].backend->port());
+  // Each name of the target and the pod it resolves to.
+  const std::vector<std::pair<std::string, size_t>> names = {
+      {pods[0].identity(), 0},
+      {"web-0b.web.test" + port0, 0},
+      {"cache.web.test" + port0, 0},
+      {pods[1].identity(), 1}};
+  std::string target = absl::StrCat("poise-dns://", dns.authority(), "/");
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < names.size(); ++i) {
+    absl::StrAppend(&target, i == 0 ? "" : ",", names[i].first);
+    candidates.push_back({names[i].first, 1, true});
+  }
+  // What keeping only the address's first name would do: over the pods'
+  // first names alone.
+  const std::map<std::string, std::string> first_names_only = Predict(pods);
+  std::map<std::string, std::string> predicted;
+  int of_other_names = 0;
+  for (int k = 0; k < kKeys; ++k) {
+    const std::string key = absl::StrCat("key-", k);
+    const size_t owner = WeightedRendezvous::Pick(key, candidates).value();
+    predicted[key] = pods[names[owner].second].backend->id();
+    of_other_names += owner == 1 || owner == 2 ? 1 : 0;
+  }
+  const int elsewhere = Differences(predicted, first_names_only);
+  EXPECT_GT(of_other_names, 0);
+  std::printf(
+      "[ shared address ] %d keys: %d owned by web-0b or the CNAME; keeping "
+      "only web-0 would send %d of them to web-1\n",
+      kKeys, of_other_names, elsewhere);
+  const std::string label = "dns-shared-address";
+  Client client(target, LbConfig("weighted_rendezvous"), label,
+                FastRefresh(300));
+  ASSERT_TRUE(ServesPrediction(client, predicted));
+  const grpc_lb::ChannelStats stats = StatsFor(label);
+  ASSERT_EQ(stats.backends.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(stats.backends[i].identity, names[i].first);
+    EXPECT_EQ(stats.backends[i].address,
+              pods[names[i].second].backend->address());
+  }
+  EXPECT_TRUE(WaitFor([&] { return TotalInFlight(label) == 0; }));
+}
+
 // ---------------------------------------------------------------------------
 // TLS: certificates made at test time with openssl
 

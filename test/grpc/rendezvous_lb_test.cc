@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "poise/grpc_lb.h"
@@ -24,6 +25,7 @@
 #include "src/grpc/registration.h"
 #include "src/grpc/rendezvous_config.h"
 #include "src/router/config.h"
+#include "src/router/explain.h"
 
 namespace poise::grpc_lb {
 namespace {
@@ -464,6 +466,63 @@ class RendezvousLbTest : public test_support::PolicyFixture {
     }
   }
 
+  // Updates the policy with backend `b`'s address for each {b, name} of
+  // `named`, in order, with `name` as its kIdentityAddressArg (none when
+  // empty).
+  absl::Status UpdateNamed(
+      const std::string& config_json,
+      const std::vector<std::pair<int, std::string>>& named) {
+    LoadBalancingPolicy::UpdateArgs update;
+    update.addresses.emplace();
+    for (const auto& [backend, name] : named) {
+      ChannelArgs args;
+      if (!name.empty()) args = args.Set(kIdentityAddressArg, name);
+      update.addresses->emplace_back(
+          MakeAddress(uris_[static_cast<size_t>(backend)]), args);
+    }
+    update.config = MakeConfig(*Json::Parse(config_json));
+    return ApplyUpdate(std::move(update), policy_.get());
+  }
+
+  // ExplainKey's answer for `key` on this policy's channel, checked against
+  // the stats read just before it: its ranking is over the READY backends
+  // when the channel is READY, else over every listed backend; "not_ready"
+  // names, in list order, those the stats do not show READY; its
+  // "connectivity" is the channel's.
+  std::string ExplainAgreeingWithStats(const std::string& key) {
+    const ChannelStats stats = Stats();
+    const absl::StatusOr<std::string> json = ExplainKey(label_, key);
+    EXPECT_TRUE(json.ok()) << json.status();
+    if (!json.ok()) return "";
+    std::multiset<std::string> ranked;
+    std::string not_ready;
+    for (const BackendStats& b : stats.backends) {
+      const bool ready = b.connectivity == "READY";
+      if (ready || stats.connectivity != "READY") ranked.insert(b.identity);
+      if (!ready) {
+        absl::StrAppend(&not_ready, not_ready.empty() ? "" : ",", "\"",
+                        b.identity, "\"");
+      }
+    }
+    const absl::StatusOr<router::ExplainedInputs> inputs =
+        router::ReadExplainJson(*json);
+    EXPECT_TRUE(inputs.ok()) << inputs.status();
+    if (!inputs.ok()) return *json;
+    std::multiset<std::string> explained;
+    for (const router::ExplainedBackend& b : inputs->backends) {
+      explained.insert(b.identity);
+    }
+    EXPECT_EQ(explained, ranked) << *json;
+    EXPECT_NE(json->find(absl::StrCat("\"not_ready\":[", not_ready, "]")),
+              std::string::npos)
+        << *json;
+    EXPECT_NE(json->find(absl::StrCat("\"connectivity\":\"", stats.connectivity,
+                                      "\"")),
+              std::string::npos)
+        << *json;
+    return *json;
+  }
+
   uint64_t InFlight(int backend) {
     for (const BackendStats& b : Stats().backends) {
       if (b.identity == identities_[static_cast<size_t>(backend)]) {
@@ -831,6 +890,144 @@ TEST_F(RendezvousLbTest, DuplicateIdentitiesKeepTheFirstBackend) {
   for (int k = 0; k < 100; ++k) {
     EXPECT_NE(PickBackend(absl::StrCat("user-", k)), 3);
   }
+}
+
+// B1: two names of one pod (or a CNAME beside its target) resolving to one
+// address are a backend each: each name's keys go to the address as they
+// would over the names alone, each through a subchannel of its own that it
+// keeps across updates, and each counts its own calls in flight.
+TEST_F(RendezvousLbTest, TwoIdentitiesOnOneAddressAreABackendEach) {
+  const std::string config = Config("bounded_load_rendezvous", "");
+  const std::vector<std::pair<int, std::string>> named = {
+      {0, "b0.t:441"}, {0, "b1.t:441"}, {1, "b2.t:442"}, {2, ""}};
+  MakePolicy("bounded_load_rendezvous");
+  ASSERT_TRUE(UpdateNamed(config, named).ok());
+  for (int i : {0, 1, 2}) SetState(i, GRPC_CHANNEL_READY);
+  Drain();
+  ASSERT_EQ(state_, GRPC_CHANNEL_READY);
+  const std::vector<std::string> hashed = {"b0.t:441", "b1.t:441", "b2.t:442",
+                                           identities_[2]};
+  const ChannelStats stats = Stats();
+  ASSERT_EQ(stats.backends.size(), hashed.size());
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < hashed.size(); ++i) {
+    EXPECT_EQ(stats.backends[i].identity, hashed[i]);
+    EXPECT_EQ(stats.backends[i].address,
+              identities_[static_cast<size_t>(named[i].first)]);
+    candidates.push_back({hashed[i], 1, true});
+  }
+  // A key of each name on the shared address.
+  std::string key_of_b0;
+  std::string key_of_b1;
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    const size_t owner = WeightedRendezvous::Pick(key, candidates).value();
+    ASSERT_EQ(PickBackend(key), named[owner].first) << key;
+    if (owner == 0 && key_of_b0.empty()) key_of_b0 = key;
+    if (owner == 1 && key_of_b1.empty()) key_of_b1 = key;
+  }
+  ASSERT_FALSE(key_of_b0.empty());
+  ASSERT_FALSE(key_of_b1.empty());
+  const auto subchannel_of = [&](const std::string& key) {
+    Picked p = Pick(key);
+    auto* complete = absl::get_if<PickResult::Complete>(&p.result.result);
+    EXPECT_NE(complete, nullptr) << key;
+    return complete == nullptr ? nullptr : complete->subchannel.get();
+  };
+  const auto* b0 = subchannel_of(key_of_b0);
+  const auto* b1 = subchannel_of(key_of_b1);
+  EXPECT_NE(b0, b1);
+  // Calls in flight count per name.
+  Picked call = Pick(key_of_b0);
+  ASSERT_NE(call.tracker, nullptr);
+  call.tracker->Start();
+  EXPECT_EQ(Stats().backends[0].in_flight, 1u);
+  EXPECT_EQ(Stats().backends[1].in_flight, 0u);
+  call.tracker->Finish({absl::OkStatus(), nullptr, nullptr});
+  EXPECT_EQ(Stats().backends[0].in_flight, 0u);
+  // Re-resolved, and then with the two names swapped: each keeps its own.
+  for (const auto& update :
+       {named,
+        std::vector<std::pair<int, std::string>>{
+            {0, "b1.t:441"}, {1, "b2.t:442"}, {0, "b0.t:441"}, {2, ""}}}) {
+    ASSERT_TRUE(UpdateNamed(config, update).ok());
+    Drain();
+    ASSERT_EQ(state_, GRPC_CHANNEL_READY);
+    EXPECT_EQ(subchannel_of(key_of_b0), b0);
+    EXPECT_EQ(subchannel_of(key_of_b1), b1);
+  }
+}
+
+// ExplainKey while no backend is READY (a new channel, an address list that
+// changed entirely, every backend failing): the key over the backends the
+// stats list, each named not READY, never "no picker"; with a backend READY,
+// over the READY ones as the picker weighs them.
+TEST_F(RendezvousLbTest, ExplainKeyNamesTheListedBackendsWhileNoneIsReady) {
+  const std::string config = Config("bounded_load_rendezvous", "");
+  const std::string key = "user-7";
+  MakePolicy("bounded_load_rendezvous");
+  const absl::StatusOr<std::string> before = ExplainKey(label_, key);
+  EXPECT_EQ(before.status(),
+            absl::FailedPreconditionError(absl::StrCat(
+                "channel \"", label_,
+                "\" lists no backend: its resolver has given no address list "
+                "yet, or an empty one")));
+  ASSERT_TRUE(Update(config, uris_).ok());
+  Drain();
+  ASSERT_EQ(state_, GRPC_CHANNEL_CONNECTING);
+  std::string json = ExplainAgreeingWithStats(key);
+  EXPECT_NE(json.find(absl::StrCat(
+                "\"affinity\":\"",
+                identities_[static_cast<size_t>(Order(key)[0])], "\"")),
+            std::string::npos)
+      << json;
+  // One READY: the picker's answer, over it alone.
+  SetState(1, GRPC_CHANNEL_READY);
+  Drain();
+  ASSERT_EQ(state_, GRPC_CHANNEL_READY);
+  json = ExplainAgreeingWithStats(key);
+  EXPECT_NE(json.find(absl::StrCat("\"affinity\":\"", identities_[1], "\"")),
+            std::string::npos)
+      << json;
+  // Churn: a list of other addresses, none connected yet.
+  const std::vector<std::string> others = {"ipv4:127.0.0.1:9001",
+                                           "ipv4:127.0.0.1:9002"};
+  ASSERT_TRUE(Update(config, others).ok());
+  Drain();
+  ASSERT_EQ(state_, GRPC_CHANNEL_CONNECTING);
+  json = ExplainAgreeingWithStats(key);
+  const std::vector<std::string> new_ids = {"127.0.0.1:9001", "127.0.0.1:9002"};
+  const std::vector<Candidate> new_list = {{new_ids[0], 1, true},
+                                           {new_ids[1], 1, true}};
+  EXPECT_NE(
+      json.find(absl::StrCat(
+          "\"affinity\":\"",
+          new_ids[WeightedRendezvous::Pick(key, new_list).value()], "\"")),
+      std::string::npos)
+      << json;
+  for (const std::string& gone : identities_) {
+    EXPECT_EQ(json.find(gone), std::string::npos) << json;
+  }
+  // Both failing: still named, the channel's state with them.
+  for (const std::string& uri : others) {
+    ExecCtx exec_ctx;
+    auto it =
+        subchannel_pool_.find(SubchannelKey(MakeAddress(uri), ChannelArgs()));
+    ASSERT_NE(it, subchannel_pool_.end()) << uri;
+    it->second.SetConnectivityState(GRPC_CHANNEL_TRANSIENT_FAILURE,
+                                    absl::UnavailableError("refused"));
+  }
+  Drain();
+  ASSERT_EQ(state_, GRPC_CHANNEL_TRANSIENT_FAILURE);
+  json = ExplainAgreeingWithStats(key);
+  EXPECT_NE(json.find("\"connectivity\":\"TRANSIENT_FAILURE\""),
+            std::string::npos)
+      << json;
+  // An empty list: nothing to explain over.
+  EXPECT_FALSE(Update(config, {}).ok());
+  Drain();
+  EXPECT_EQ(ExplainKey(label_, key).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ TEST(BackendSet, AnEntryWithoutAddressMatchesTheResolversIdentity) {
   EXPECT_EQ(set.backends()[0].weight, 3u);
 }
 
-TEST(BackendSet, DuplicateAddressesAndIdentitiesKeepTheFirst) {
+TEST(BackendSet, DuplicateIdentitiesKeepTheFirst) {
   Config config = ValidConfig();
   // 10.0.0.3:80 is configured to hash as 10.0.0.1:80 does by default.
   config.endpoints = {{"10.0.0.3:80", {}, "10.0.0.1:80"}};
@@ -108,38 +108,94 @@ TEST(BackendSet, DuplicateAddressesAndIdentitiesKeepTheFirst) {
   EXPECT_EQ(set.backends()[1].address, "10.0.0.2:80");
   EXPECT_EQ(set.backends()[2].address, "10.0.0.4:80");
   EXPECT_EQ(set.backends()[2].identity, "shared");
-  EXPECT_EQ(report.duplicate_addresses, 1u);
-  EXPECT_EQ(report.duplicate_identities, 2u);
+  // A repeated address of the same identity is that identity repeated.
+  EXPECT_EQ(report.duplicate_identities, 3u);
+  EXPECT_EQ(report.shared_addresses, 0u);
   EXPECT_EQ(report.refused, 0u);
 }
 
-// 20,000 entries, each address twice and every identity shared by two
-// addresses: a quadratic de-duplication would take minutes here.
+// B1: two DNS names of one pod (or a CNAME beside its target) resolve to one
+// address; each name is a backend, hashed as itself, counted apart, and an
+// entry repeating both the address and a name is left out.
+TEST(BackendSet, IdentitiesSharingAnAddressAreABackendEach) {
+  BackendSet set;
+  const BackendSet::UpdateReport report = set.Update(
+      {Entry("10.0.0.2:80", {}, "b0.t:80"), Entry("10.0.0.2:80", 3, "b1.t:80"),
+       Entry("10.0.0.3:80", {}, "b2.t:80"), Entry("10.0.0.2:80"),
+       Entry("10.0.0.2:80", 9, "b1.t:80")},
+      ValidConfig());
+  ASSERT_EQ(set.size(), 4u);
+  const std::vector<std::string> identities = {"b0.t:80", "b1.t:80", "b2.t:80",
+                                               "10.0.0.2:80"};
+  const std::vector<std::string> addresses = {"10.0.0.2:80", "10.0.0.2:80",
+                                              "10.0.0.3:80", "10.0.0.2:80"};
+  for (size_t i = 0; i < identities.size(); ++i) {
+    EXPECT_EQ(set.backends()[i].identity, identities[i]) << i;
+    EXPECT_EQ(set.backends()[i].address, addresses[i]) << i;
+  }
+  EXPECT_EQ(set.backends()[1].weight, 3u);  // the first b1.t entry's
+  EXPECT_EQ(report.shared_addresses, 2u);
+  EXPECT_EQ(report.duplicate_identities, 1u);
+  EXPECT_NE(set.backends()[0].cell, set.backends()[1].cell);
+  EXPECT_NE(set.backends()[0].cell->in_flight,
+            set.backends()[1].cell->in_flight);
+  // A call to b0.t is not one of b1.t's, though both go to one address.
+  InFlightGuard call =
+      InFlightGuard::TryAcquire(SharedCounter(set.backends()[0].cell));
+  ASSERT_TRUE(call.held());
+  EXPECT_EQ(set.backends()[0].cell->in_flight->Load(), 1u);
+  EXPECT_EQ(set.backends()[1].cell->in_flight->Load(), 0u);
+}
+
+// 20,000 identities, each repeated at its address and at another one, and
+// every address under a second name too: a quadratic de-duplication would
+// take minutes here.
 TEST(BackendSet, LargeListsDeduplicateInLinearTime) {
   constexpr size_t kUnique = 20000;
   std::vector<ResolverEntry> entries;
-  entries.reserve(3 * kUnique);
+  entries.reserve(4 * kUnique);
+  const auto id = [](const char* prefix, size_t i) {
+    return prefix + std::to_string(i);
+  };
   for (size_t i = 0; i < kUnique; ++i) {
-    entries.push_back(Entry(AddressOf(i), {}, "id-" + std::to_string(i)));
+    entries.push_back(Entry(AddressOf(i), {}, id("id-", i)));
   }
-  for (size_t i = 0; i < kUnique; ++i) entries.push_back(Entry(AddressOf(i)));
+  // Each address again under its identity, each identity at a new address,
+  // and each address under a second name.
   for (size_t i = 0; i < kUnique; ++i) {
-    entries.push_back(
-        Entry(AddressOf(kUnique + i), {}, "id-" + std::to_string(i)));
+    entries.push_back(Entry(AddressOf(i), {}, id("id-", i)));
+  }
+  for (size_t i = 0; i < kUnique; ++i) {
+    entries.push_back(Entry(AddressOf(kUnique + i), {}, id("id-", i)));
+  }
+  for (size_t i = 0; i < kUnique; ++i) {
+    entries.push_back(Entry(AddressOf(i), {}, id("alias-", i)));
   }
   BackendSet set;
   const BackendSet::UpdateReport report = set.Update(entries, ValidConfig());
-  ASSERT_EQ(set.size(), kUnique);
+  ASSERT_EQ(set.size(), 2 * kUnique);
   for (size_t i = 0; i < kUnique; i += 997) {
     EXPECT_EQ(set.backends()[i].address, AddressOf(i));
-    EXPECT_EQ(set.backends()[i].identity, "id-" + std::to_string(i));
+    EXPECT_EQ(set.backends()[i].identity, id("id-", i));
+    EXPECT_EQ(set.backends()[kUnique + i].address, AddressOf(i));
+    EXPECT_EQ(set.backends()[kUnique + i].identity, id("alias-", i));
   }
-  EXPECT_EQ(report.duplicate_addresses, kUnique);
-  EXPECT_EQ(report.duplicate_identities, kUnique);
+  EXPECT_EQ(report.duplicate_identities, 2 * kUnique);
+  EXPECT_EQ(report.shared_addresses, kUnique);
   ASSERT_NE(set.table(), nullptr);
-  EXPECT_EQ(set.table()->size(), kUnique);
-  // The same list again keeps the table.
-  EXPECT_FALSE(set.Update(entries, ValidConfig()).table_rebuilt);
+  EXPECT_EQ(set.table()->size(), 2 * kUnique);
+  // The same list again keeps the table, and every backend its subchannel.
+  size_t kept = 0;
+  EXPECT_FALSE(set.Update(entries, ValidConfig(),
+                          [&](const BackendSet::Admission& a) {
+                            // id-i at entry i, alias-i at 3 * kUnique + i.
+                            kept += a.previous == (a.entry < kUnique
+                                                       ? a.entry
+                                                       : a.entry - 2 * kUnique);
+                            return true;
+                          })
+                   .table_rebuilt);
+  EXPECT_EQ(kept, 2 * kUnique);
 }
 
 // ---------------------------------------------------------------------------
@@ -299,6 +355,42 @@ TEST(BackendSet, AdmissionsNameTheEntryAndTheAddresssPreviousIndex) {
   EXPECT_EQ(seen[2].previous, 0u);
 }
 
+// Backends sharing an address each keep their own subchannel: an identity
+// takes over its own previous backend even when an entry before it renames
+// another backend of that address, and a renamed one takes over a backend
+// of its address that no entry names again.
+TEST(BackendSet, EachIdentityOfASharedAddressKeepsItsOwnSubchannel) {
+  const std::string x = AddressOf(0);
+  BackendSet set;
+  set.Update({Entry(x, {}, "b"), Entry(x, {}, "c"), Entry(x, {}, "a"),
+              Entry(AddressOf(1))},
+             ValidConfig());
+  const auto admissions = [&](const std::vector<ResolverEntry>& entries) {
+    std::vector<std::optional<size_t>> previous;
+    set.Update(entries, ValidConfig(), [&](const BackendSet::Admission& a) {
+      previous.push_back(a.previous);
+      return true;
+    });
+    return previous;
+  };
+  // Reordered: each its own.
+  EXPECT_EQ(admissions({Entry(x, {}, "a"), Entry(x, {}, "c"), Entry(x, {}, "b"),
+                        Entry(AddressOf(1))}),
+            (std::vector<std::optional<size_t>>{2, 1, 0, 3}));
+  // "d" first, renaming "c" (now at index 1); "a" and "b" keep theirs.
+  EXPECT_EQ(
+      admissions({Entry(x, {}, "d"), Entry(x, {}, "b"), Entry(x, {}, "a")}),
+      (std::vector<std::optional<size_t>>{1, 2, 0}));
+  // A new identity at the address when every backend of it stays: none.
+  EXPECT_EQ(admissions({Entry(x, {}, "e"), Entry(x, {}, "d"), Entry(x, {}, "b"),
+                        Entry(x, {}, "a")}),
+            (std::vector<std::optional<size_t>>{std::nullopt, 0, 1, 2}));
+  // Every backend of the address leaves it ("a" moves): the new name there
+  // takes over the first of them, "a" at its new address none.
+  EXPECT_EQ(admissions({Entry(x, {}, "f"), Entry(AddressOf(5), {}, "a")}),
+            (std::vector<std::optional<size_t>>{0, std::nullopt}));
+}
+
 TEST(BackendSet, ARefusedBackendIsSkippedAndItsDuplicateMayTakeItsPlace) {
   BackendSet set;
   size_t calls = 0;
@@ -307,7 +399,7 @@ TEST(BackendSet, ARefusedBackendIsSkippedAndItsDuplicateMayTakeItsPlace) {
       ValidConfig(),
       [&](const BackendSet::Admission&) { return calls++ != 0; });
   EXPECT_EQ(report.refused, 1u);
-  EXPECT_EQ(report.duplicate_addresses, 0u);
+  EXPECT_EQ(report.duplicate_identities, 0u);
   ASSERT_EQ(set.size(), 2u);
   EXPECT_EQ(set.backends()[0].address, AddressOf(1));
   EXPECT_EQ(set.backends()[1].address, AddressOf(0));

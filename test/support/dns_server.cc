@@ -200,6 +200,11 @@ DnsZone& DnsZone::Host(std::string name, std::string ip) {
   return *this;
 }
 
+DnsZone& DnsZone::Cname(std::string alias, std::string target) {
+  cnames.push_back(CnameRecord{std::move(alias), std::move(target)});
+  return *this;
+}
+
 DnsZone& DnsZone::Srv(std::string name, std::string target, uint16_t port,
                       uint16_t priority, uint16_t weight) {
   srv.push_back(
@@ -260,6 +265,9 @@ std::string DnsmasqServer::Log() const {
   for (const DnsZone::SrvRecord& r : zone.srv) {
     conf << "srv-host=" << r.name << "," << r.target << "," << r.port << ","
          << r.priority << "," << r.weight << "\n";
+  }
+  for (const DnsZone::CnameRecord& r : zone.cnames) {
+    conf << "cname=" << r.alias << "," << r.target << "\n";
   }
   std::ostringstream hosts;
   hosts << "127.0.0.1 " << MarkerName(generation_, domain_) << "\n";
@@ -412,14 +420,16 @@ void DnsmasqServer::Kill() {
 ::testing::AssertionResult DnsmasqServer::SetRecords(const DnsZone& zone,
                                                      milliseconds wait) {
   if (paused_) return Failure("SetRecords while paused");
-  const bool srv_changed = !(zone.srv == zone_.srv);
+  const bool config_changed =
+      !(zone.srv == zone_.srv) || !(zone.cnames == zone_.cnames);
   ++generation_;
   if (::testing::AssertionResult written = WriteFiles(zone); !written) {
     return written;
   }
   if (pid_ <= 0) return ::testing::AssertionSuccess();  // Restart() serves.
-  if (srv_changed) {
-    // SIGHUP does not re-read the configuration file with the SRV records.
+  if (config_changed) {
+    // SIGHUP does not re-read the configuration file with the SRV and CNAME
+    // records.
     if (::testing::AssertionResult stopped = Stop(); !stopped) return stopped;
     return Launch(wait, /*fresh_port=*/false);
   }

@@ -16,11 +16,11 @@
 //
 // Changing records. SIGHUP makes dnsmasq re-read its hosts files
 // (--addn-hosts, --hostsdir, /etc/hosts) but not its configuration file, and
-// srv-host= (like host-record=) exists only in the configuration. So
-// SetRecords() rewrites the hosts file and sends SIGHUP when only A/AAAA
-// records change, and restarts dnsmasq on the same port when SRV records
-// change. Either way it returns once dnsmasq answers from the new records
-// (each generation of records carries a marker name that it waits for).
+// srv-host= and cname= (like host-record=) exist only in the configuration.
+// So SetRecords() rewrites the hosts file and sends SIGHUP when only A/AAAA
+// records change, and restarts dnsmasq on the same port when SRV or CNAME
+// records change. Either way it returns once dnsmasq answers from the new
+// records (each generation of records carries a marker name that it waits for).
 //
 // Lifetime. Every call waits with a deadline, never a bare sleep. The
 // destructor kills dnsmasq (SIGKILL to its process group, which holds its TCP
@@ -66,10 +66,22 @@ struct DnsZone {
     }
   };
 
+  // dnsmasq answers an alias only when its target is one of the zone's
+  // hosts (or another alias).
+  struct CnameRecord {
+    std::string alias;
+    std::string target;
+    friend bool operator==(const CnameRecord& a, const CnameRecord& b) {
+      return a.alias == b.alias && a.target == b.target;
+    }
+  };
+
   std::vector<HostRecord> hosts;
   std::vector<SrvRecord> srv;
+  std::vector<CnameRecord> cnames;
 
   DnsZone& Host(std::string name, std::string ip);
+  DnsZone& Cname(std::string alias, std::string target);
   DnsZone& Srv(std::string name, std::string target, uint16_t port,
                uint16_t priority = 0, uint16_t weight = 0);
 };
