@@ -170,16 +170,8 @@ absl::StatusOr<std::string> ExplainKey(std::string_view label,
                        inputs.not_ready.size(), " not READY)"));
     }
     const bool bounded = channel->policy() == kBoundedLoadRendezvousPolicy;
-    std::string extra =
-        absl::StrCat("\"channel\":", router::JsonString(label),
-                     ",\"policy\":", router::JsonString(channel->policy()),
-                     ",\"not_ready\":[");
-    const char* separator = "";
-    for (const std::string& identity : inputs.not_ready) {
-      absl::StrAppend(&extra, separator, router::JsonString(identity));
-      separator = ",";
-    }
-    extra += "]";
+    const std::string extra = router::ExplainChannelMembers(
+        channel->label(), channel->policy(), inputs.not_ready);
     return router::ExplainJson(key, picker->factor_percent(), inputs.ready,
                                bounded, extra);
   }
