@@ -28,7 +28,9 @@ inline constexpr char kBoundedLoadRendezvousPolicy[] =
     "bounded_load_rendezvous";
 
 // Channel argument (string) naming a channel in StatsSnapshot(); without it
-// the channel's target is used.
+// the channel's target is used. Any bytes; kept to 256 of them (a longer
+// label is its first bytes, "~" and a hash of the whole: docs/metrics.md).
+// gRPC passes string arguments as C strings, so one ends at its first NUL.
 inline constexpr char kStatsLabelArg[] = "poise.stats_label";
 
 // Per-address channel argument (string): the identity a resolver gives an
@@ -155,7 +157,7 @@ struct BackendStats {
 };
 
 struct ChannelStats {
-  std::string label;  // kStatsLabelArg, or the channel target
+  std::string label;  // kStatsLabelArg, or the channel target (256 bytes max)
   std::string
       policy;  // kWeightedRendezvousPolicy or kBoundedLoadRendezvousPolicy
   uint64_t picks = 0;         // completed picks
@@ -204,21 +206,28 @@ std::vector<ChannelStats> StatsSnapshot();
 // backend ChannelStats lists, with the weights and calls in flight it shows,
 // and "not_ready" names them all (but one turning READY as it is read): the
 // key's order once they are READY (its calls wait or fail meanwhile, as
-// "connectivity" says). The request key is
-// used only for this answer. NOT_FOUND when no live channel has the label,
-// FAILED_PRECONDITION when it lists no backend (no address list yet, or an
-// empty one). Channels sharing a label (one loadScope PROCESS scope) are
-// asked in turn: the first with a READY backend answers, else the first
-// listing backends.
+// "connectivity" says). The request key is used only for this answer.
+// NOT_FOUND when no live channel has the label, FAILED_PRECONDITION when it
+// lists no backend (no address list yet, or an empty one). Channels sharing
+// a label (one loadScope PROCESS scope) are asked in turn: the first with a
+// READY backend answers, else the first listing backends.
+// The answer is valid UTF-8 whatever the bytes of the key, the identities
+// and the label: a member whose bytes are not UTF-8 has U+FFFD for each
+// byte outside a well-formed sequence and, right after it, the exact bytes
+// in base64 ("key_base64", "identity_base64", ...; "not_ready_base64" lists
+// every not_ready identity), so a -bin key is given back as it was.
 absl::StatusOr<std::string> ExplainKey(std::string_view label,
                                        std::string_view key);
 // The statistics as Prometheus text exposition format 0.0.4, for a
 // /metrics endpoint (Content-Type "text/plain; version=0.0.4"): per backend
 // its connectivity state, calls by status code, a call duration histogram
 // and picks; per channel the same totals. Labels: "channel" (kStatsLabelArg,
-// or the channel target) and "backend" (the identity). Channels sharing a
-// label are added together, and a label's channel totals keep counting
-// after its channels are gone, so they never go backwards.
+// or the channel target) and "backend" (the identity), UTF-8 whatever their
+// bytes (U+FFFD for each byte outside a well-formed sequence). Channels
+// sharing a label are added together, and a label's channel totals keep
+// counting after its channels are gone, so they never go backwards; past 32
+// labels with no channel left, the oldest one's totals are added to the
+// series channel="" instead.
 // docs/metrics.md lists the metrics and how they map onto OpenTelemetry.
 std::string PrometheusText();
 

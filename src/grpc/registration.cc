@@ -165,15 +165,9 @@ absl::StatusOr<std::string> ExplainForChannel(
     const std::vector<router::ExplainedBackend>& ranked,
     const std::vector<std::string>& not_ready) {
   const bool bounded = channel.policy() == kBoundedLoadRendezvousPolicy;
-  std::string extra = absl::StrCat(
-      "\"channel\":", router::JsonString(label),
-      ",\"policy\":", router::JsonString(channel.policy()), ",\"not_ready\":[");
-  const char* separator = "";
-  for (const std::string& identity : not_ready) {
-    absl::StrAppend(&extra, separator, router::JsonString(identity));
-    separator = ",";
-  }
-  absl::StrAppend(&extra, "],\"connectivity\":",
+  std::string extra =
+      router::ExplainChannelMembers(channel.label(), channel.policy(), not_ready);
+  absl::StrAppend(&extra, ",\"connectivity\":",
                   router::JsonString(router::ToString(
                       channel.connectivity.load(std::memory_order_relaxed))));
   return router::ExplainJson(key, factor_percent, ranked, bounded, extra);

@@ -5,8 +5,10 @@
 #include <cstring>
 #include <optional>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "poise/rendezvous.h"
+#include "src/router/utf8_text.h"
 
 namespace poise::router {
 namespace {
@@ -54,6 +56,23 @@ class ExplainReader {
   }
   bool At(std::string_view token) const {
     return text_.substr(pos_, token.size()) == token;
+  }
+  // Moves past `token` at the position; false when it is not there.
+  bool Expect(std::string_view token) {
+    if (!At(token)) return false;
+    pos_ += token.size();
+    return true;
+  }
+  // A member `"name":"..."` as JsonMember writes it, at the position: its
+  // bytes, from its "name_base64" member when it has one.
+  bool Member(std::string_view name, std::string* out) {
+    const absl::string_view name_view(name.data(), name.size());
+    if (!Expect(absl::StrCat("\"", name_view, "\":")) || !String(out)) {
+      return false;
+    }
+    if (!Expect(absl::StrCat(",\"", name_view, "_base64\":"))) return true;
+    std::string base64;
+    return String(&base64) && absl::Base64Unescape(base64, out);
   }
   // A decimal number no greater than `max`, at the position.
   bool Number(uint64_t max, uint64_t* out) {
@@ -118,17 +137,31 @@ absl::StatusOr<ExplainedInputs> ReadExplainJson(std::string_view json) {
   };
   ExplainReader in(json);
   ExplainedInputs inputs;
+  // Member by member where ExplainJson wrote them: the key and the
+  // identities are any text, "factor" or "ranking" included.
+  std::string unused;  // the key, the affinity and the selection
   uint64_t factor = 0;
-  if (!in.Skip("\"factor\":") || !in.Number(UINT32_MAX, &factor)) {
+  const bool keyed = in.Expect("{") && in.At("\"key\":");
+  if (keyed && (!in.Member("key", &unused) || !in.Expect(","))) {
+    return bad("a bad \"key\"");
+  }
+  // Text without a key (written by hand): its first "factor".
+  if (!(keyed ? in.Expect("\"factor\":") : in.Skip("\"factor\":")) ||
+      !in.Number(UINT32_MAX, &factor)) {
     return bad("no \"factor\"");
   }
   inputs.factor_percent = static_cast<uint32_t>(factor);
+  if (in.Expect(",") && in.At("\"affinity\":") &&
+      (!in.Member("affinity", &unused) || !in.Expect(",") ||
+       !in.Member("selection", &unused))) {
+    return bad(R"(a bad "affinity" or "selection")");
+  }
   if (!in.Skip("\"ranking\":[")) return bad("no \"ranking\"");
   while (in.At("{\"identity\":")) {
-    in.Skip("{\"identity\":");
+    in.Expect("{");
     ExplainedBackend b;
     uint64_t weight = 0;
-    if (!in.String(&b.identity) || !in.Skip(",\"weight\":") ||
+    if (!in.Member("identity", &b.identity) || !in.Skip(",\"weight\":") ||
         !in.Number(UINT32_MAX, &weight) || weight == 0 ||
         !in.Skip(",\"load\":") || !in.Number(UINT64_MAX, &b.load) ||
         !in.Skip("}")) {
@@ -146,20 +179,53 @@ absl::StatusOr<ExplainedInputs> ReadExplainJson(std::string_view json) {
 
 std::string JsonString(std::string_view text) {
   std::string out = "\"";
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
+  ForEachUtf8Character(text, [&out](std::string_view character) {
+    const auto byte = static_cast<unsigned char>(character[0]);
+    if (character == "\"" || character == "\\") {
       out += '\\';
-      out += c;
+      out += character;
     } else if (byte < 0x20) {
       char escaped[8];
       std::snprintf(escaped, sizeof(escaped), "\\u%04x", byte);
       out += escaped;
     } else {
-      out += c;
+      out += character;
     }
-  }
+  });
   return out + "\"";
+}
+
+std::string JsonMember(std::string_view name, std::string_view bytes) {
+  const absl::string_view name_view(name.data(), name.size());
+  std::string out = absl::StrCat("\"", name_view, "\":", JsonString(bytes));
+  if (!IsUtf8(bytes)) {
+    absl::StrAppend(
+        &out, ",\"", name_view, "_base64\":\"",
+        absl::Base64Escape(absl::string_view(bytes.data(), bytes.size())),
+        "\"");
+  }
+  return out;
+}
+
+std::string ExplainChannelMembers(std::string_view label,
+                                  std::string_view policy,
+                                  const std::vector<std::string>& not_ready) {
+  std::string out = absl::StrCat(JsonMember("channel", label), ",",
+                                 JsonMember("policy", policy), ",");
+  std::string text = "\"not_ready\":[";
+  std::string base64 = ",\"not_ready_base64\":[";
+  bool all_utf8 = true;
+  const char* separator = "";
+  for (const std::string& identity : not_ready) {
+    absl::StrAppend(&text, separator, JsonString(identity));
+    absl::StrAppend(&base64, separator, "\"", absl::Base64Escape(identity),
+                    "\"");
+    all_utf8 = all_utf8 && IsUtf8(identity);
+    separator = ",";
+  }
+  absl::StrAppend(&out, text, "]");
+  if (!all_utf8) absl::StrAppend(&out, base64, "]");
+  return out;
 }
 
 absl::StatusOr<std::string> ExplainJson(
@@ -203,18 +269,18 @@ absl::StatusOr<std::string> ExplainJson(
     d.selected_capacity = BoundedLoadRendezvous::Capacity(
         factor_percent, total_load, backends[d.affinity].weight, total_weight);
   }
-  std::string out = absl::StrCat(
-      "{\"key\":", JsonString(key), ",\"factor\":", factor_percent,
-      ",\"affinity\":", JsonString(backends[d.affinity].identity),
-      ",\"selection\":", JsonString(backends[d.selection].identity),
-      ",\"spilled\":", d.spilled ? "true" : "false",
-      ",\"selected_load\":", d.selected_load,
-      ",\"selected_capacity\":", Decimal(d.selected_capacity),
-      ",\"ranking\":[");
+  std::string out =
+      absl::StrCat("{", JsonMember("key", key), ",\"factor\":", factor_percent,
+                   ",", JsonMember("affinity", backends[d.affinity].identity),
+                   ",", JsonMember("selection", backends[d.selection].identity),
+                   ",\"spilled\":", d.spilled ? "true" : "false",
+                   ",\"selected_load\":", d.selected_load,
+                   ",\"selected_capacity\":", Decimal(d.selected_capacity),
+                   ",\"ranking\":[");
   const char* separator = "";
   for (const Rank& r : ranking.value()) {
     const ExplainedBackend& b = backends[r.index];
-    absl::StrAppend(&out, separator, "{\"identity\":", JsonString(b.identity),
+    absl::StrAppend(&out, separator, "{", JsonMember("identity", b.identity),
                     ",\"weight\":", b.weight, ",\"load\":", b.load,
                     ",\"hash\":", Hex(r.z), ",\"score\":", Score(r.score),
                     ",\"score_bits\":", Hex(Bits(r.score)), ",\"capacity\":",

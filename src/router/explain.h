@@ -29,21 +29,41 @@ struct ExplainedBackend {
 //                 "score_bits", "capacity"}, ...]}   (the key's order)
 // with the bound's L the sum of the loads and W of the weights. Unless
 // `bounded` (weighted_rendezvous), the selection is the owner, never a
-// spill; the capacities are still given. `extra_members`, when not empty,
-// is appended to the object as is (`"name":value,...`). INVALID_ARGUMENT
-// when the core cannot decide (no backend, or a sum past its limits).
+// spill; the capacities are still given. The key and the identities are
+// written by JsonMember (valid UTF-8 whatever their bytes). `extra_members`,
+// when not empty, is appended to the object as is (`"name":value,...`).
+// INVALID_ARGUMENT when the core cannot decide (no backend, or a sum past
+// its limits).
 absl::StatusOr<std::string> ExplainJson(
     std::string_view key, uint32_t factor_percent,
     const std::vector<ExplainedBackend>& backends, bool bounded = true,
     std::string_view extra_members = {});
 
-// `text` as a JSON string, quotes included.
+// `text` as a JSON string, quotes included, always valid UTF-8: each
+// well-formed UTF-8 character as it is except '"' and '\' (escaped with a
+// backslash) and U+0000 to U+001F (\u00XX); each byte that is not part of a
+// well-formed sequence as U+FFFD.
 std::string JsonString(std::string_view text);
+
+// The member `"name":JsonString(bytes)`, and when `bytes` are not valid
+// UTF-8 (so U+FFFD stands for some of them), right after it the member
+// `"name_base64"` with the exact bytes in base64 (RFC 4648, padded): the
+// bytes are the string's text, or else the base64's.
+std::string JsonMember(std::string_view name, std::string_view bytes);
+
+// What ExplainKey appends to ExplainJson for a live channel: "channel" (its
+// stats label, by JsonMember), "policy", "not_ready" (the identities not
+// READY, as JsonString) and, when any of those is not valid UTF-8,
+// "not_ready_base64": every one of them in base64, in the same order.
+std::string ExplainChannelMembers(std::string_view label,
+                                  std::string_view policy,
+                                  const std::vector<std::string>& not_ready);
 
 // What an ExplainJson object was computed from, read back from its text (an
 // ExplainKey answer saved from a live channel, or poise-explain's output):
-// the factor and, in the ranking's order, every backend's identity, weight
-// and load. INVALID_ARGUMENT naming what is missing for any other text.
+// the factor and, in the ranking's order, every backend's identity (its
+// bytes: from "identity_base64" when there is one), weight and load.
+// INVALID_ARGUMENT naming what is missing for any other text.
 struct ExplainedInputs {
   uint32_t factor_percent = 0;
   std::vector<ExplainedBackend> backends;

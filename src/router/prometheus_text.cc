@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "src/router/utf8_text.h"
 
 namespace poise::router {
 namespace {
@@ -39,23 +40,29 @@ struct BackendSeries {
 struct ChannelSeries {
   std::array<uint64_t, kStates> states{};         // of its live channels
   grpc_lb::ChannelStats counters;                 // live and retired, added
-  std::map<std::string, BackendSeries> backends;  // by identity
+  std::map<std::string, BackendSeries> backends;  // by escaped identity
   std::string labels;                             // channel="...", escaped
 };
 
+// By label value as written: labels (and a label's identities) that differ
+// only in bytes EscapeLabelValue replaces are one series, not two series
+// with the same labels.
 std::map<std::string, ChannelSeries> ByLabel(const MetricsSnapshot& snapshot) {
   std::map<std::string, ChannelSeries> out;
+  if (snapshot.any_gone) {
+    AddChannelCounters(snapshot.gone, out[std::string()].counters);
+  }
   for (const grpc_lb::ChannelStats& retired : snapshot.retired) {
-    AddChannelCounters(retired, out[retired.label].counters);
+    AddChannelCounters(retired, out[EscapeLabelValue(retired.label)].counters);
   }
   for (const grpc_lb::ChannelStats& channel : snapshot.live) {
-    ChannelSeries& series = out[channel.label];
+    ChannelSeries& series = out[EscapeLabelValue(channel.label)];
     AddChannelCounters(channel, series.counters);
     if (const size_t s = StateIndex(channel.connectivity); s < kStates) {
       ++series.states[s];
     }
     for (const grpc_lb::BackendStats& backend : channel.backends) {
-      BackendSeries& b = series.backends[backend.identity];
+      BackendSeries& b = series.backends[EscapeLabelValue(backend.identity)];
       if (const size_t s = StateIndex(backend.connectivity); s < kStates) {
         ++b.states[s];
       }
@@ -63,12 +70,10 @@ std::map<std::string, ChannelSeries> ByLabel(const MetricsSnapshot& snapshot) {
       b.picks += backend.picks;
     }
   }
-  // Each series' labels, escaped once for all its families.
   for (auto& [label, series] : out) {
-    series.labels = "channel=\"" + EscapeLabelValue(label) + "\"";
+    series.labels = "channel=\"" + label + "\"";
     for (auto& [identity, b] : series.backends) {
-      b.labels =
-          series.labels + ",backend=\"" + EscapeLabelValue(identity) + "\"";
+      b.labels = series.labels + ",backend=\"" + identity + "\"";
     }
   }
   return out;
@@ -221,21 +226,17 @@ void WriteSeries(Writer& w, const Family& family, const std::string& labels,
 std::string EscapeLabelValue(std::string_view value) {
   std::string out;
   out.reserve(value.size());
-  for (const char c : value) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        out += c;
+  ForEachUtf8Character(value, [&out](std::string_view character) {
+    if (character == "\\") {
+      out += "\\\\";
+    } else if (character == "\"") {
+      out += "\\\"";
+    } else if (character == "\n") {
+      out += "\\n";
+    } else {
+      out += character;
     }
-  }
+  });
   return out;
 }
 

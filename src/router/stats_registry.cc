@@ -1,10 +1,15 @@
 #include "src/router/stats_registry.h"
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "poise/hash.h"
 
 namespace poise::router {
 namespace {
@@ -14,10 +19,18 @@ struct Registry {
     std::weak_ptr<PolicyStats> stats;
     const PolicyStats* instance;  // removed by its destructor
   };
+  struct Retired {
+    grpc_lb::ChannelStats counters;
+    uint64_t last_retirement = 0;  // `retirements` when its last instance went
+  };
   std::mutex mu;
   std::vector<Entry> entries;
   // Per label, the counters of its destroyed instances.
-  std::map<std::string, grpc_lb::ChannelStats> retired;
+  std::map<std::string, Retired> retired;
+  uint64_t retirements = 0;  // instances retired so far
+  // The counters of the labels forgotten past kGoneLabelsKept.
+  bool any_gone = false;
+  grpc_lb::ChannelStats gone;
 };
 
 Registry& GetRegistry() {
@@ -54,10 +67,57 @@ std::shared_ptr<const std::string> SharedLabel(std::string label) {
   return shared;
 }
 
+// While more than kGoneLabelsKept retired labels have no live instance,
+// moves the one retired longest ago to the gone totals. A label with a live
+// instance stays: its channel totals include its retired counters.
+void ForgetOldestGoneLabels(Registry& registry) {
+  if (registry.retired.size() <= kGoneLabelsKept) return;
+  absl::flat_hash_set<std::string_view> live;
+  for (const Registry::Entry& entry : registry.entries) {
+    live.insert(entry.instance->label());
+  }
+  for (;;) {
+    size_t gone_labels = 0;
+    auto oldest = registry.retired.end();
+    for (auto it = registry.retired.begin(); it != registry.retired.end();
+         ++it) {
+      if (live.contains(it->first)) continue;
+      ++gone_labels;
+      if (oldest == registry.retired.end() ||
+          it->second.last_retirement < oldest->second.last_retirement) {
+        oldest = it;
+      }
+    }
+    if (gone_labels <= kGoneLabelsKept) return;
+    AddChannelCounters(oldest->second.counters, registry.gone);
+    registry.any_gone = true;
+    registry.retired.erase(oldest);
+  }
+}
+
 }  // namespace
 
+std::string BoundedStatsLabel(std::string label) {
+  if (label.size() <= kMaxStatsLabelBytes) return label;
+  char hash[20];
+  std::snprintf(hash, sizeof(hash), "~%016" PRIx64, Mix64(Fnv1a(label)));
+  const size_t hash_size = std::strlen(hash);
+  size_t keep = kMaxStatsLabelBytes - hash_size;
+  // Back to a character's first byte: a cut inside a well-formed sequence
+  // would make it ill-formed. A UTF-8 character has 3 continuation bytes at
+  // most.
+  for (int back = 0;
+       back < 3 && (static_cast<uint8_t>(label[keep]) & 0xC0) == 0x80; ++back) {
+    --keep;
+  }
+  label.resize(keep);
+  label += hash;
+  return label;
+}
+
 PolicyStats::PolicyStats(std::string label, std::string policy)
-    : label_(SharedLabel(std::move(label))), policy_(std::move(policy)) {}
+    : label_(SharedLabel(BoundedStatsLabel(std::move(label)))),
+      policy_(std::move(policy)) {}
 
 PolicyStats::~PolicyStats() {
   Registry& registry = GetRegistry();
@@ -68,9 +128,11 @@ PolicyStats::~PolicyStats() {
       [this](const Registry::Entry& e) { return e.instance == this; });
   if (it == entries.end()) return;  // never registered
   entries.erase(it);
-  grpc_lb::ChannelStats& retired = registry.retired[*label_];
-  retired.label = *label_;
-  AddChannelCounters(Counters(), retired);
+  Registry::Retired& retired = registry.retired[*label_];
+  retired.counters.label = *label_;
+  AddChannelCounters(Counters(), retired.counters);
+  retired.last_retirement = ++registry.retirements;
+  ForgetOldestGoneLabels(registry);
 }
 
 grpc_lb::ChannelStats PolicyStats::Counters() const {
@@ -185,9 +247,10 @@ std::vector<std::shared_ptr<PolicyStats>> LivePolicies() {
 
 std::vector<std::shared_ptr<PolicyStats>> PoliciesLabelled(
     std::string_view label) {
+  const std::string bounded = BoundedStatsLabel(std::string(label));
   std::vector<std::shared_ptr<PolicyStats>> out;
   for (std::shared_ptr<PolicyStats>& stats : LivePolicies()) {
-    if (stats->label() == label) out.push_back(std::move(stats));
+    if (stats->label() == bounded) out.push_back(std::move(stats));
   }
   return out;
 }
@@ -245,9 +308,11 @@ MetricsSnapshot SnapshotForMetrics() {
       }
       if (!retiring) {
         out.retired.reserve(registry.retired.size());
-        for (const auto& [label, counters] : registry.retired) {
-          out.retired.push_back(counters);
+        for (const auto& [label, retired] : registry.retired) {
+          out.retired.push_back(retired.counters);
         }
+        out.any_gone = registry.any_gone;
+        out.gone = registry.gone;
       }
     }
     if (!retiring) break;

@@ -22,9 +22,29 @@ namespace poise::router {
 
 class Picker;
 
+// A stats label is kept to this many bytes; see BoundedStatsLabel. The
+// number is stated in poise/grpc_lb.h and docs/metrics.md.
+inline constexpr size_t kMaxStatsLabelBytes = 256;
+
+// `label` as the statistics, the metrics, ExplainKey and the load scope name
+// it: unchanged up to kMaxStatsLabelBytes; a longer one is its first bytes
+// (cut before a UTF-8 character, not inside one), "~" and 16 lowercase hex
+// digits of a 64-bit hash of the whole label (Mix64 of FNV-1a-64, the same
+// in every process), kMaxStatsLabelBytes in all. Long labels that share
+// their first bytes stay apart.
+std::string BoundedStatsLabel(std::string label);
+
+// How many labels whose channels are all gone keep totals of their own
+// (stated in poise/grpc_lb.h and docs/metrics.md).
+// Past that, the totals of the label whose last channel went longest ago
+// are added to MetricsSnapshot::gone and the label is forgotten, so a
+// process that dials ever new targets keeps a bounded text.
+inline constexpr size_t kGoneLabelsKept = 32;
+
 // One policy instance's counters and current backend list.
 class PolicyStats final {
  public:
+  // `label` is kept as BoundedStatsLabel(label).
   PolicyStats(std::string label, std::string policy);
   PolicyStats(const PolicyStats&) = delete;
   PolicyStats& operator=(const PolicyStats&) = delete;
@@ -122,7 +142,8 @@ void RegisterPolicyStats(const std::shared_ptr<PolicyStats>& stats);
 // A snapshot of every registered instance that is still alive.
 std::vector<grpc_lb::ChannelStats> SnapshotAllPolicies();
 
-// Every registered instance still alive whose label is `label`.
+// Every registered instance still alive whose label is `label` (compared
+// as BoundedStatsLabel(label)).
 std::vector<std::shared_ptr<PolicyStats>> PoliciesLabelled(
     std::string_view label);
 // Adds `from`'s counters (not its gauges, states or backends) to `into`.
@@ -131,12 +152,17 @@ void AddChannelCounters(const grpc_lb::ChannelStats& from,
 void AddCallStats(const grpc_lb::CallStats& from, grpc_lb::CallStats& into);
 
 // What the metrics read, taken at one moment: every registered instance
-// alive, and per label the counters its destroyed instances left (label and
-// counters only). An instance is in exactly one of the two, so a label's
-// totals never go backwards when its channels go.
+// alive, per label the counters its destroyed instances left (label and
+// counters only), and the counters of the labels forgotten past
+// kGoneLabelsKept. An instance is in exactly one of the three, so the sum of
+// all totals never goes backwards; a label's own totals go backwards only
+// when the label is forgotten, which happens only once it has no live
+// instance.
 struct MetricsSnapshot {
   std::vector<grpc_lb::ChannelStats> live;
   std::vector<grpc_lb::ChannelStats> retired;  // one per label, by label
+  bool any_gone = false;       // whether any label was forgotten yet
+  grpc_lb::ChannelStats gone;  // their counters, added; label empty
 };
 MetricsSnapshot SnapshotForMetrics();
 

@@ -1,13 +1,20 @@
 // The explanation's JSON: written by ExplainJson, read back by
-// ReadExplainJson (poise-explain --from), identities of any bytes included.
+// ReadExplainJson (poise-explain --from), identities of any bytes included;
+// valid UTF-8 a strict parser accepts, keeping every byte, whatever the
+// bytes of the key, the identities and the label.
 #include "src/router/explain.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "poise/rendezvous.h"
+#include "test/support/strict_json.h"
 
 namespace poise::router {
 namespace {
@@ -74,6 +81,136 @@ TEST(Explain, AWeightedChannelSelectsTheOwnerWhateverItsLoad) {
                     "\"selected_load\":50"),
       std::string::npos)
       << weighted;
+}
+
+using test_support::JsonParse;
+using test_support::JsonValue;
+using test_support::ParseStrictJson;
+
+TEST(Explain, ValidUtf8IsWrittenAsItIsAndOtherBytesAlsoInBase64) {
+  EXPECT_EQ(JsonMember("key", "\xC3\xBC\x01\"\\"),
+            "\"key\":\"\xC3\xBC\\u0001\\\"\\\\\"");
+  EXPECT_EQ(JsonMember("key", std::string("a\0b", 3)), "\"key\":\"a\\u0000b\"");
+  // 0xFF 0xFE: each byte U+FFFD, and the bytes in base64.
+  EXPECT_EQ(JsonMember("key", "\xFF\xFE"),
+            "\"key\":\"\xEF\xBF\xBD\xEF\xBF\xBD\",\"key_base64\":\"//4=\"");
+  EXPECT_EQ(ExplainChannelMembers("c", "p", {"a", "b"}),
+            "\"channel\":\"c\",\"policy\":\"p\",\"not_ready\":[\"a\",\"b\"]");
+  EXPECT_EQ(ExplainChannelMembers("c", "p", {"a", "\xFF"}),
+            "\"channel\":\"c\",\"policy\":\"p\",\"not_ready\":[\"a\","
+            "\"\xEF\xBF\xBD\"],"
+            "\"not_ready_base64\":[\"YQ==\",\"/w==\"]");
+}
+
+// A text member's bytes as the rule gives them back: the base64 member's
+// when there is one (then the text alone is not the bytes: they are not
+// UTF-8), else the string's.
+std::string BytesOf(const JsonValue& object, const std::string& name) {
+  const JsonValue* text = object.Get(name);
+  const JsonValue* base64 = object.Get(name + "_base64");
+  EXPECT_NE(text, nullptr) << name;
+  if (text == nullptr) return "";
+  EXPECT_EQ(text->type, JsonValue::Type::kString) << name;
+  if (base64 == nullptr) return text->string;
+  std::string bytes;
+  EXPECT_TRUE(absl::Base64Unescape(base64->string, &bytes)) << name;
+  EXPECT_FALSE(test_support::IsStrictUtf8(bytes))
+      << name << ": needless base64";
+  return bytes;
+}
+
+// Random bytes, with the bytes that broke the text before more likely.
+std::string RandomBytes(std::mt19937_64& rng, size_t max_size) {
+  static const std::vector<std::string> kPieces = {"\xFF\xFE",
+                                                   std::string(1, '\0'),
+                                                   "\xC3\xBC",
+                                                   "\xED\xA0\x80",
+                                                   "\"",
+                                                   "\\",
+                                                   "\xF0\x9F\x98\x80",
+                                                   "\xC3",
+                                                   "\n",
+                                                   "factor\":",
+                                                   "\"ranking\":[{"};
+  std::string out;
+  const size_t size = rng() % (max_size + 1);
+  while (out.size() < size) {
+    if (rng() % 4 == 0) {
+      out += kPieces[rng() % kPieces.size()];
+    } else {
+      out += static_cast<char>(rng() & 0xFF);
+    }
+  }
+  return out;
+}
+
+TEST(Explain, AnyBytesGiveStrictJsonThatKeepsThem) {
+  std::mt19937_64 rng(40);
+  size_t not_utf8 = 0;
+  for (int round = 0; round < 500; ++round) {
+    const std::string key = RandomBytes(rng, 40);
+    const std::string label = RandomBytes(rng, 40);
+    std::vector<ExplainedBackend> backends;
+    std::set<std::string> identities;
+    const size_t n = 1 + rng() % 5;
+    while (backends.size() < n) {
+      std::string identity = RandomBytes(rng, 24);
+      if (!identities.insert(identity).second) continue;
+      backends.push_back(
+          {identity, static_cast<uint32_t>(1 + rng() % 9), rng() % 100});
+    }
+    const std::vector<std::string> not_ready = {RandomBytes(rng, 16),
+                                                RandomBytes(rng, 16)};
+    not_utf8 += !test_support::IsStrictUtf8(key);
+
+    const absl::StatusOr<std::string> json = ExplainJson(
+        key, 150, backends, true,
+        ExplainChannelMembers(label, "bounded_load_rendezvous", not_ready));
+    ASSERT_TRUE(json.ok()) << json.status();
+    const JsonParse parsed = ParseStrictJson(*json);
+    ASSERT_TRUE(parsed.ok()) << parsed.error << "\n" << *json;
+    const JsonValue& e = parsed.value;
+    EXPECT_EQ(BytesOf(e, "key"), key);
+    EXPECT_EQ(BytesOf(e, "channel"), label);
+    EXPECT_EQ(identities.count(BytesOf(e, "affinity")), 1u);
+    EXPECT_EQ(identities.count(BytesOf(e, "selection")), 1u);
+    const JsonValue* ranking = e.Get("ranking");
+    ASSERT_NE(ranking, nullptr);
+    std::set<std::string> ranked;
+    for (const JsonValue& entry : ranking->items) {
+      ranked.insert(BytesOf(entry, "identity"));
+    }
+    EXPECT_EQ(ranked, identities);
+    const JsonValue* listed = e.Get("not_ready");
+    const JsonValue* listed_base64 = e.Get("not_ready_base64");
+    ASSERT_NE(listed, nullptr);
+    ASSERT_EQ(listed->items.size(), not_ready.size());
+    for (size_t i = 0; i < not_ready.size(); ++i) {
+      std::string bytes = listed->items[i].string;
+      if (listed_base64 != nullptr) {
+        ASSERT_EQ(listed_base64->items.size(), not_ready.size());
+        ASSERT_TRUE(
+            absl::Base64Unescape(listed_base64->items[i].string, &bytes));
+      }
+      EXPECT_EQ(bytes, not_ready[i]);
+    }
+
+    // poise-explain --from reads back every identity's bytes, whatever the
+    // key holds ("factor", "ranking" included).
+    const absl::StatusOr<ExplainedInputs> read = ReadExplainJson(*json);
+    ASSERT_TRUE(read.ok()) << read.status() << "\n" << *json;
+    EXPECT_EQ(read->factor_percent, 150u);
+    ASSERT_EQ(read->backends.size(), backends.size());
+    for (const ExplainedBackend& b : read->backends) {
+      EXPECT_EQ(identities.count(b.identity), 1u);
+    }
+    EXPECT_EQ(ExplainJson(key, 150, read->backends, true,
+                          ExplainChannelMembers(
+                              label, "bounded_load_rendezvous", not_ready))
+                  .value(),
+              *json);
+  }
+  EXPECT_GT(not_utf8, 100u);  // the bytes did test the rule
 }
 
 }  // namespace

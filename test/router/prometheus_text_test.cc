@@ -1,15 +1,19 @@
 // The exposition text: the test parser's rules (each broken once), exact
 // seconds and escaping, and PrometheusText() of statistics made by hand:
 // channels sharing a label added together, retired counters in the channel
-// totals only, states, histograms and codes.
+// totals only, states, histograms and codes; UTF-8 whatever the bytes of
+// labels and identities.
 #include "src/router/prometheus_text.h"
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "test/support/prometheus_text_parser.h"
+#include "test/support/strict_json.h"
 
 namespace poise::router {
 namespace {
@@ -100,6 +104,15 @@ TEST(PrometheusText, SecondsAreExactDecimals) {
 TEST(PrometheusText, EscapesBackslashQuoteAndLineFeed) {
   EXPECT_EQ(EscapeLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
   EXPECT_EQ(EscapeLabelValue("plain:80"), "plain:80");
+}
+
+// Well-formed UTF-8 as it is, NUL included; each other byte U+FFFD.
+TEST(PrometheusText, WritesLabelValuesAsUtf8) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(EscapeLabelValue("gr\xC3\xBC\xC3\x9F"), "gr\xC3\xBC\xC3\x9F");
+  EXPECT_EQ(EscapeLabelValue(std::string("a\0b", 3)), std::string("a\0b", 3));
+  EXPECT_EQ(EscapeLabelValue("\xFF\xFE"), fffd + fffd);
+  EXPECT_EQ(EscapeLabelValue("\xC0\x80\"\xC3"), fffd + fffd + "\\\"" + fffd);
 }
 
 grpc_lb::BackendStats Backend(const std::string& identity,
@@ -223,6 +236,69 @@ TEST(PrometheusText, AddsChannelsOfOneLabelAndKeepsRetiredTotals) {
       e.Value("grpc_lb_poise_backend_state",
               {{"channel", odd}, {"backend", "id \"x\""}, {"state", "IDLE"}}),
       1.0);
+}
+
+// Random bytes, with the bytes that broke the text before more likely.
+std::string RandomLabel(std::mt19937_64& rng) {
+  static const std::vector<std::string> kPieces = {
+      "\xFF\xFE", std::string(1, '\0'),
+      "\xC3\xBC", "\xED\xA0\x80",
+      "\"",       "\\",
+      "\n",       "\xC3"};
+  std::string out;
+  const size_t size = rng() % 24;
+  while (out.size() < size) {
+    if (rng() % 4 == 0) {
+      out += kPieces[rng() % kPieces.size()];
+    } else {
+      out += static_cast<char>(rng() & 0xFF);
+    }
+  }
+  return out;
+}
+
+// Labels that write the same value (here both U+FFFD) are one series; a
+// label of well-formed UTF-8 comes back whole, NUL included.
+TEST(PrometheusText, AnyBytesGiveUtf8TheParserAccepts) {
+  std::mt19937_64 rng(40);
+  MetricsSnapshot snapshot;
+  std::vector<std::string> labels = {"\xFF", "\xFE", std::string("nul\0end", 7),
+                                     "gr\xC3\xBC\xC3\x9F"};
+  // "r": no random label writes as one of the four above.
+  for (int i = 0; i < 200; ++i) labels.push_back("r" + RandomLabel(rng));
+  for (const std::string& label : labels) {
+    std::vector<grpc_lb::BackendStats> backends;
+    backends.reserve(3);
+    for (int b = 0; b < 3; ++b) {
+      backends.push_back(Backend(RandomLabel(rng), "READY", 1, 0, 1));
+    }
+    grpc_lb::ChannelStats retired;
+    retired.label = "r" + RandomLabel(rng);
+    retired.picks = 1;
+    snapshot.retired.push_back(retired);
+    snapshot.live.push_back(Channel(label, "READY", std::move(backends)));
+  }
+
+  const std::string text = PrometheusText(snapshot);
+  ASSERT_TRUE(test_support::IsStrictUtf8(text));
+  const PromParse parsed = ParsePrometheusText(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.error;
+  const PromExposition& e = parsed.exposition;
+  EXPECT_EQ(e.Value("grpc_lb_poise_channel_picks_total",
+                    {{"channel", "\xEF\xBF\xBD"}}),
+            6.0);  // "\xFF" and "\xFE", 3 picks each
+  EXPECT_EQ(e.Value("grpc_lb_poise_channel_picks_total",
+                    {{"channel", std::string("nul\0end", 7)}}),
+            3.0);
+  EXPECT_EQ(e.Value("grpc_lb_poise_channel_picks_total",
+                    {{"channel", "gr\xC3\xBC\xC3\x9F"}}),
+            3.0);
+  // Nothing lost: every pick of every channel is in some series.
+  double picks = 0;
+  for (const auto* sample : e.Find("grpc_lb_poise_channel_picks_total")) {
+    picks += sample->value;
+  }
+  EXPECT_EQ(picks, 4.0 * static_cast<double>(labels.size()));
 }
 
 TEST(PrometheusText, NothingToShowIsStillValid) {
