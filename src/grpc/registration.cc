@@ -160,13 +160,13 @@ namespace {
 // ExplainJson's object for `channel`, with its "channel", "policy",
 // "not_ready" and "connectivity" members.
 absl::StatusOr<std::string> ExplainForChannel(
-    std::string_view label, const router::PolicyStats& channel,
-    std::string_view key, uint32_t factor_percent,
+    const router::PolicyStats& channel, std::string_view key,
+    uint32_t factor_percent,
     const std::vector<router::ExplainedBackend>& ranked,
     const std::vector<std::string>& not_ready) {
   const bool bounded = channel.policy() == kBoundedLoadRendezvousPolicy;
-  std::string extra =
-      router::ExplainChannelMembers(channel.label(), channel.policy(), not_ready);
+  std::string extra = router::ExplainChannelMembers(
+      channel.label(), channel.policy(), not_ready);
   absl::StrAppend(&extra, ",\"connectivity\":",
                   router::JsonString(router::ToString(
                       channel.connectivity.load(std::memory_order_relaxed))));
@@ -190,7 +190,7 @@ absl::StatusOr<std::string> ExplainKey(std::string_view label,
     if (picker == nullptr) continue;
     const router::Picker::Inputs inputs = picker->InputsNow();
     if (inputs.ready.empty()) continue;
-    return ExplainForChannel(label, *channel, key, picker->factor_percent(),
+    return ExplainForChannel(*channel, key, picker->factor_percent(),
                              inputs.ready, inputs.not_ready);
   }
   // Else none of its backends is READY (connecting, failed, or a new list
@@ -215,8 +215,8 @@ absl::StatusOr<std::string> ExplainKey(std::string_view label,
         not_ready.emplace_back(b.identity);
       }
     }
-    return ExplainForChannel(label, *channel, key,
-                             listed.balance_factor_percent, ranked, not_ready);
+    return ExplainForChannel(*channel, key, listed.balance_factor_percent,
+                             ranked, not_ready);
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "channel \"", quoted,
