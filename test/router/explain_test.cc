@@ -14,6 +14,7 @@
 
 #include "absl/strings/escaping.h"
 #include "poise/rendezvous.h"
+#include "test/router/router_test_util.h"
 #include "test/support/strict_json.h"
 
 namespace poise::router {
@@ -119,48 +120,23 @@ std::string BytesOf(const JsonValue& object, const std::string& name) {
   return bytes;
 }
 
-// Random bytes, with the bytes that broke the text before more likely.
-std::string RandomBytes(std::mt19937_64& rng, size_t max_size) {
-  static const std::vector<std::string> kPieces = {"\xFF\xFE",
-                                                   std::string(1, '\0'),
-                                                   "\xC3\xBC",
-                                                   "\xED\xA0\x80",
-                                                   "\"",
-                                                   "\\",
-                                                   "\xF0\x9F\x98\x80",
-                                                   "\xC3",
-                                                   "\n",
-                                                   "factor\":",
-                                                   "\"ranking\":[{"};
-  std::string out;
-  const size_t size = rng() % (max_size + 1);
-  while (out.size() < size) {
-    if (rng() % 4 == 0) {
-      out += kPieces[rng() % kPieces.size()];
-    } else {
-      out += static_cast<char>(rng() & 0xFF);
-    }
-  }
-  return out;
-}
-
 TEST(Explain, AnyBytesGiveStrictJsonThatKeepsThem) {
   std::mt19937_64 rng(40);
   size_t not_utf8 = 0;
   for (int round = 0; round < 500; ++round) {
-    const std::string key = RandomBytes(rng, 40);
-    const std::string label = RandomBytes(rng, 40);
+    const std::string key = test::RandomBytes(rng, 40);
+    const std::string label = test::RandomBytes(rng, 40);
     std::vector<ExplainedBackend> backends;
     std::set<std::string> identities;
     const size_t n = 1 + rng() % 5;
     while (backends.size() < n) {
-      std::string identity = RandomBytes(rng, 24);
+      std::string identity = test::RandomBytes(rng, 24);
       if (!identities.insert(identity).second) continue;
       backends.push_back(
           {identity, static_cast<uint32_t>(1 + rng() % 9), rng() % 100});
     }
-    const std::vector<std::string> not_ready = {RandomBytes(rng, 16),
-                                                RandomBytes(rng, 16)};
+    const std::vector<std::string> not_ready = {test::RandomBytes(rng, 16),
+                                                test::RandomBytes(rng, 16)};
     not_utf8 += !test_support::IsStrictUtf8(key);
 
     const absl::StatusOr<std::string> json = ExplainJson(

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "test/router/router_test_util.h"
 #include "test/support/prometheus_text_parser.h"
 #include "test/support/strict_json.h"
 
@@ -238,25 +239,6 @@ TEST(PrometheusText, AddsChannelsOfOneLabelAndKeepsRetiredTotals) {
       1.0);
 }
 
-// Random bytes, with the bytes that broke the text before more likely.
-std::string RandomLabel(std::mt19937_64& rng) {
-  static const std::vector<std::string> kPieces = {
-      "\xFF\xFE", std::string(1, '\0'),
-      "\xC3\xBC", "\xED\xA0\x80",
-      "\"",       "\\",
-      "\n",       "\xC3"};
-  std::string out;
-  const size_t size = rng() % 24;
-  while (out.size() < size) {
-    if (rng() % 4 == 0) {
-      out += kPieces[rng() % kPieces.size()];
-    } else {
-      out += static_cast<char>(rng() & 0xFF);
-    }
-  }
-  return out;
-}
-
 // Labels that write the same value (here both U+FFFD) are one series; a
 // label of well-formed UTF-8 comes back whole, NUL included.
 TEST(PrometheusText, AnyBytesGiveUtf8TheParserAccepts) {
@@ -265,15 +247,16 @@ TEST(PrometheusText, AnyBytesGiveUtf8TheParserAccepts) {
   std::vector<std::string> labels = {"\xFF", "\xFE", std::string("nul\0end", 7),
                                      "gr\xC3\xBC\xC3\x9F"};
   // "r": no random label writes as one of the four above.
-  for (int i = 0; i < 200; ++i) labels.push_back("r" + RandomLabel(rng));
+  for (int i = 0; i < 200; ++i)
+    labels.push_back("r" + test::RandomBytes(rng, 23));
   for (const std::string& label : labels) {
     std::vector<grpc_lb::BackendStats> backends;
     backends.reserve(3);
     for (int b = 0; b < 3; ++b) {
-      backends.push_back(Backend(RandomLabel(rng), "READY", 1, 0, 1));
+      backends.push_back(Backend(test::RandomBytes(rng, 23), "READY", 1, 0, 1));
     }
     grpc_lb::ChannelStats retired;
-    retired.label = "r" + RandomLabel(rng);
+    retired.label = "r" + test::RandomBytes(rng, 23);
     retired.picks = 1;
     snapshot.retired.push_back(retired);
     snapshot.live.push_back(Channel(label, "READY", std::move(backends)));

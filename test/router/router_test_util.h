@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,32 @@ inline std::vector<Candidate> CandidatesOf(
   return out;
 }
 
+// Random bytes of up to `max_size`, with the pieces that broke text output
+// before (invalid UTF-8, NUL, quotes, a lone surrogate, JSON-looking text)
+// more likely.
+inline std::string RandomBytes(std::mt19937_64& rng, size_t max_size) {
+  static const std::vector<std::string> kPieces = {"\xFF\xFE",
+                                                   std::string(1, '\0'),
+                                                   "\xC3\xBC",
+                                                   "\xED\xA0\x80",
+                                                   "\"",
+                                                   "\\",
+                                                   "\xF0\x9F\x98\x80",
+                                                   "\xC3",
+                                                   "\n",
+                                                   "factor\":",
+                                                   "\"ranking\":[{"};
+  std::string out;
+  const size_t size = rng() % (max_size + 1);
+  while (out.size() < size) {
+    if (rng() % 4 == 0) {
+      out += kPieces[rng() % kPieces.size()];
+    } else {
+      out += static_cast<char>(rng() & 0xFF);
+    }
+  }
+  return out;
+}
 }  // namespace poise::router::test
 
 #endif  // POISE_TEST_ROUTER_ROUTER_TEST_UTIL_H_
