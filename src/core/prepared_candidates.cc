@@ -212,4 +212,41 @@ Result<Routed> PreparedCandidates::RouteWithTotal(
       reads == Reads::kAlongOrder ? kWalkToTheEnd : walk_visits_, scratch);
 }
 
+Result<size_t> NthWithRoomForTotal(const BoundedLoadRendezvous& bounded,
+                                   std::string_view key,
+                                   const std::vector<Candidate>& candidates,
+                                   const IdentityTable& table,
+                                   uint64_t total_load,
+                                   PreparedCandidates::LoadReader load,
+                                   size_t n, DecisionScratch& scratch) {
+  if (table.size() != candidates.size()) return PickError::kTableMismatch;
+  const Result<std::vector<Rank>> ranks =
+      WeightedRendezvous::Ranking(key, candidates);
+  if (!ranks.ok()) return ranks.error();
+  uint64_t total_weight = 0;
+  for (const Rank& r : ranks.value()) {
+    if (__builtin_add_overflow(total_weight, uint64_t{r.weight},
+                               &total_weight)) {
+      return PickError::kWeightOverflow;
+    }
+  }
+  if (total_load == UINT64_MAX) return PickError::kLoadOverflow;  // T + 1
+  thread_local std::vector<uint64_t> loads;
+  thread_local std::vector<size_t> with_room;
+  loads.assign(candidates.size(), 0);
+  with_room.clear();
+  for (const Rank& r : ranks.value()) {
+    loads[r.index] = load(r.index);
+    if (bounded.BoundFor(total_load, r.weight, total_weight)
+            .HasRoom(loads[r.index])) {
+      with_room.push_back(r.index);
+    }
+  }
+  if (!with_room.empty()) return with_room[n % with_room.size()];
+  const Result<Decision> d = bounded.DecideNth(
+      key, candidates, table, [](size_t i) { return loads[i]; }, n, scratch);
+  if (!d.ok()) return d.error();
+  return d.value().selection;
+}
+
 }  // namespace poise

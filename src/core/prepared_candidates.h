@@ -137,6 +137,22 @@ class PreparedCandidates final {
   size_t walk_visits_ = static_cast<size_t>(-1);  // see set_walk_visits
 };
 
+// A retry's k-th choice when the caller knows `total_load`, the calls in
+// flight every bound counts (serverLoad's L, capped per backend), rather
+// than the sum of the loads (BoundedLoadRendezvous::DecideNth): among the
+// eligible `candidates` whose load is below its Bound for the total, the
+// (n mod m + 1)-th of those m in the key's order; with none (a stale total),
+// DecideNth's selection on the same loads. Reads every eligible load once.
+// Errors: kTableMismatch, then DecideNth's (an empty list, none eligible,
+// weights past 2^64 - 1), then kLoadOverflow for a total of 2^64 - 1.
+Result<size_t> NthWithRoomForTotal(const BoundedLoadRendezvous& bounded,
+                                   std::string_view key,
+                                   const std::vector<Candidate>& candidates,
+                                   const IdentityTable& table,
+                                   uint64_t total_load,
+                                   PreparedCandidates::LoadReader load,
+                                   size_t n, DecisionScratch& scratch);
+
 }  // namespace poise
 
 #endif  // POISE_SRC_CORE_PREPARED_CANDIDATES_H_

@@ -605,10 +605,20 @@ Result<size_t> Picker::NthChoice(std::string_view key,
                                  const std::vector<Candidate>& candidates,
                                  size_t n, int64_t now_ns,
                                  const KeyOrderPrefix* prefix) const {
+  if (fleet_) {
+    // L as a first attempt counts it: each backend up to its own bound.
+    bool without_report = false;
+    const uint64_t own_total = scope_total_->Load();
+    return NthWithRoomForTotal(
+        bounded_policy_, key, candidates, ready_.table(),
+        OthersSum(now_ns, own_total, &without_report) + own_total,
+        [this, now_ns](size_t i) { return FleetLoadOf(i, now_ns); }, n,
+        Scratch());
+  }
   if (bounded_) {
     const Result<Decision> d = bounded_policy_.DecideNth(
         key, candidates, ready_.table(),
-        [this, now_ns](size_t i) { return LoadOf(i, now_ns); }, n, Scratch());
+        [this](size_t i) { return counters_[i]->Load(); }, n, Scratch());
     if (!d.ok()) return d.error();
     return d.value().selection;
   }

@@ -9,6 +9,7 @@
 #include "poise/identity_table.h"
 #include "poise/rendezvous.h"
 #include "src/core/contract.h"
+#include "src/core/prepared_candidates.h"
 #include "test_util.h"
 
 namespace poise {
@@ -139,6 +140,76 @@ TEST(DecideNth, SamplesEachEligibleLoadOnce) {
       1, scratch);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(reads, (std::vector<int>{1, 0, 1}));
+}
+
+// With a given total: DecideNth's selection where the total is the loads'
+// sum, and otherwise the k-th of the backends with room under it in the
+// contract's order (DecideNth's where none has room).
+TEST(NthWithRoomForTotal, IsTheKthWithRoomUnderTheTotal) {
+  std::mt19937 rng(40);
+  const auto bounded = *BoundedLoadRendezvous::Create(150);
+  DecisionScratch scratch;
+  size_t compared = 0, stale = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    const std::vector<contract::LoadedCandidate> b = RandomBackends(rng);
+    const std::vector<Candidate> c = View(b);
+    const IdentityTable table(c);
+    const std::string key = "k" + std::to_string(trial);
+    const auto load = [&b](size_t i) { return b[i].load; };
+    uint64_t sum = 0, weight = 0;
+    for (const auto& x : b) {
+      if (x.eligible) {
+        sum += x.load;
+        weight += x.weight;
+      }
+    }
+    if (weight == 0) {
+      EXPECT_EQ(
+          NthWithRoomForTotal(bounded, key, c, table, sum, load, 0, scratch)
+              .error(),
+          PickError::kNoEligibleCandidates);
+      continue;
+    }
+    for (const uint64_t total : {sum, sum + rng() % 20, sum / 3}) {
+      std::vector<size_t> with_room;
+      for (const contract::Ranked& r : contract::Order(key, b)) {
+        if (UInt128{b[r.index].load} <
+            contract::Capacity(150, total, b[r.index].weight, weight)) {
+          with_room.push_back(r.index);
+        }
+      }
+      stale += with_room.empty();
+      for (size_t n = 0; n < b.size() + 2; ++n) {
+        const Result<size_t> got = NthWithRoomForTotal(bounded, key, c, table,
+                                                       total, load, n, scratch);
+        ASSERT_TRUE(got.ok());
+        const Result<Decision> nth =
+            bounded.DecideNth(key, c, table, load, n, scratch);
+        ASSERT_TRUE(nth.ok());
+        if (total == sum) {
+          EXPECT_EQ(got.value(), nth.value().selection);
+        }
+        EXPECT_EQ(got.value(), with_room.empty()
+                                   ? nth.value().selection
+                                   : with_room[n % with_room.size()])
+            << key << " " << n << " " << total;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 20000u);
+  EXPECT_GT(stale, 50u);
+  const std::vector<Candidate> one = {{"a", 1, true}};
+  EXPECT_EQ(NthWithRoomForTotal(
+                bounded, "k", one, IdentityTable(one), UINT64_MAX,
+                [](size_t) { return 0; }, 0, scratch)
+                .error(),
+            PickError::kLoadOverflow);
+  EXPECT_EQ(NthWithRoomForTotal(
+                bounded, "k", one, IdentityTable(std::vector<Candidate>{}), 0,
+                [](size_t) { return 0; }, 0, scratch)
+                .error(),
+            PickError::kTableMismatch);
 }
 
 }  // namespace

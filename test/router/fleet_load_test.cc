@@ -243,7 +243,7 @@ TEST_F(FleetPickerTest, PicksAreDecideOnTheFleetsLoads) {
   // Reports are either new (age 0: the herding rule takes any room they
   // show) or past maxReportAge, so a first attempt is the contract's
   // decision on E_i with L capped at each backend's bound (K9), and a retry
-  // DecideNth() on E_i.
+  // the k-th in the key's order with room under that L.
   std::mt19937_64 rng(7);
   Build(6);
   std::vector<PickOutcome> held;
@@ -284,8 +284,18 @@ TEST_F(FleetPickerTest, PicksAreDecideOnTheFleetsLoads) {
       EXPECT_EQ(Completed(outcome).spilled, d.selection != d.affinity) << round;
       spills += d.selection != d.affinity ? 1 : 0;
     } else {
+      // The k-th in the key's order of those with room under that L.
+      std::vector<size_t> with_room;
+      for (const contract::Ranked& r : contract::Order(key, loaded)) {
+        if (UInt128{loads[r.index]} <
+            contract::Capacity(Config::kDefaultBalanceFactorPercent, total, 1,
+                               6)) {
+          with_room.push_back(r.index);
+        }
+      }
       EXPECT_EQ(Completed(outcome).backend,
-                DecideOn(key, loads, attempts).selection)
+                with_room.empty() ? DecideOn(key, loads, attempts).selection
+                                  : with_room[attempts % with_room.size()])
           << round;
     }
     held.push_back(std::move(outcome));
