@@ -6,8 +6,43 @@
 #                                                    command with pkg-config's flags
 #   run.sh valgrind SOURCE_DIR BUILD_DIR WORK_DIR    the pkgconfig program, run under
 #                                                    valgrind (memcheck, callgrind)
+#   run.sh headers SOURCE_DIR BUILD_DIR WORK_DIR     every installed header compiled
+#                                                    alone with pkg-config's flags,
+#                                                    warnings as errors, including
+#                                                    no file the install lacks
 set -euo pipefail
 mode=$1 source=$2
+if [[ $mode == headers ]]; then
+  build=$3 work=$4
+  rm -rf "$work" && mkdir -p "$work"
+  cmake --install "$build" --prefix "$work/prefix" >/dev/null
+  pc_dir=$(dirname "$(find "$work/prefix" -name poise.pc -print -quit)")
+  export PKG_CONFIG_PATH=$pc_dir
+  cflags=$(pkg-config --cflags poise)
+  count=0
+  for header in "$work"/prefix/include/poise/*.h; do
+    name=poise/$(basename "$header")
+    printf '#include "%s"\n' "$name" >"$work/alone.cc"
+    # -H lists every file the header pulls in: none may come from the source
+    # tree (a header the install does not carry would fail here only by
+    # luck of the include path).
+    # shellcheck disable=SC2086 # word splitting of the flags is intended
+    if ! c++ -std=c++17 -Wall -Wextra -Wshadow -Wconversion -Werror -fsyntax-only -H \
+      $cflags "$work/alone.cc" 2>"$work/included.txt"; then
+      cat "$work/included.txt" >&2
+      echo "$name does not compile alone" >&2
+      exit 1
+    fi
+    if grep -F "$source/" "$work/included.txt" >&2; then
+      echo "$name includes files from the source tree (above)" >&2
+      exit 1
+    fi
+    count=$((count + 1))
+  done
+  ((count > 0)) || { echo "no header installed under $work/prefix/include/poise" >&2; exit 1; }
+  echo "installed headers: $count compile alone"
+  exit 0
+fi
 if [[ $mode == pkgconfig || $mode == valgrind ]]; then
   build=$3 work=$4
   rm -rf "$work" && mkdir -p "$work"
