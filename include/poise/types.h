@@ -145,7 +145,6 @@ class DecisionScratch final {
   uint64_t* loads() { return loads_.data(); }
   uint64_t* hashes() { return hashes_.data(); }
   size_t* list() { return list_.data(); }
-  size_t list_size() const { return list_.size(); }
 
  private:
   size_t max_candidates_;

@@ -44,10 +44,6 @@ PassState GroupedPassImpl(const PreparedList& list, uint64_t key_state,
 
 }  // namespace
 
-PassState TwoWeightPass(const PreparedList& list, uint64_t key_state) {
-  return GroupedPassImpl(list, key_state, nullptr);
-}
-
 PassState TwoWeightPassKeepingZ(const PreparedList& list, uint64_t key_state,
                                 uint64_t* z) {
   return GroupedPassImpl(list, key_state, z);

@@ -19,13 +19,12 @@
 namespace poise::internal {
 
 // The pass HashAndGroup makes for a two-weight list (groups 0 and 1 are
-// list.weights[0] and [1]), without the loads. The second form also stores
-// every eligible z in `z`.
-PassState TwoWeightPass(const PreparedList& list, uint64_t key_state);
+// list.weights[0] and [1]), without the loads, storing every eligible z in
+// `z`.
 PassState TwoWeightPassKeepingZ(const PreparedList& list, uint64_t key_state,
                                 uint64_t* z);
 
-// The better of the two weights' leaders after a TwoWeightPass when both are
+// The better of the two weights' leaders after that pass when both are
 // clear of their runners-up; kNone otherwise (the general search decides).
 size_t TwoWeightOwner(const PreparedList& list, const PassState& pass);
 
