@@ -4,13 +4,11 @@
 
 namespace poise::internal {
 
-// One table's rows in its order: the key its sequence is found by, and what
-// the table keeps alive (its identity views point into the rows). The table
-// and its copies own it; the last one gone releases the rows.
+// One table's rows in its order: what the table keeps alive (its identity
+// views point into the rows). The table and its copies own it; the last one
+// gone releases the rows.
 struct IdentityStore::Hold {
   std::vector<IdentityRow*> rows;
-  uint64_t sequence_hash;
-  std::weak_ptr<const IdentityTable> table;  // set once, under the mutex
 };
 
 struct IdentityStore::HoldDeleter {
@@ -39,17 +37,18 @@ class StoreLock {
   const IdentityStore* previous_;
 };
 
+}  // namespace
+
 // Rows are unique per identity while alive, so the sequence of row
 // addresses identifies the identity sequence.
-uint64_t SequenceHash(const std::vector<IdentityRow*>& rows) {
+size_t IdentityStore::SequenceHash::operator()(
+    const std::vector<IdentityRow*>& rows) const {
   uint64_t h = 0xcbf29ce484222325ULL;
   for (const IdentityRow* row : rows) {
     h = Mix64(h ^ static_cast<uint64_t>(reinterpret_cast<uintptr_t>(row)));
   }
-  return h;
+  return static_cast<size_t>(h);
 }
-
-}  // namespace
 
 IdentityStore& IdentityStore::Global() {
   static auto* const store = new IdentityStore();
@@ -75,28 +74,29 @@ std::shared_ptr<const IdentityTable> IdentityStore::Share(
     }
     rows.push_back(it->second);
   }
-  const uint64_t sequence_hash = SequenceHash(rows);
-  const auto [first, last] = holds_.equal_range(sequence_hash);
-  for (auto it = first; it != last; ++it) {
-    if (it->second->rows != rows) continue;
-    // Expired: its last holder is going, and its release waits for the
-    // mutex; a new table takes its place.
-    if (std::shared_ptr<const IdentityTable> table = it->second->table.lock()) {
-      ++totals_.tables_shared;
-      return table;
-    }
+  // An expired entry's last holder is going, and its release waits for the
+  // mutex; a new table takes its place.
+  bool built = false;
+  std::shared_ptr<const IdentityTable> table =
+      tables_.FindOrMake(rows, [&]() -> std::shared_ptr<const IdentityTable> {
+        built = true;
+        auto hold = std::make_unique<Hold>(Hold{rows});
+        // Counted before anything else can throw, so that a Hold released
+        // while this unwinds gives back exactly what it took.
+        for (IdentityRow* row : rows) ++row->users;
+        ++tables_alive_;
+        const std::shared_ptr<const Hold> keep(hold.release(),
+                                               HoldDeleter{this});
+        const Hold& held = *keep;
+        return std::shared_ptr<const IdentityTable>(
+            new IdentityTable(held.rows.data(), held.rows.size(), keep));
+      });
+  if (built) {
+    ++totals_.tables_built;
+    totals_.table_bytes_written += table->memory_bytes();
+  } else {
+    ++totals_.tables_shared;
   }
-  // Counted before anything can throw, so that a Hold released while this
-  // unwinds gives back exactly what it took.
-  for (IdentityRow* row : rows) ++row->users;
-  auto* hold = new Hold{std::move(rows), sequence_hash, {}};
-  std::shared_ptr<const Hold> keep(hold, HoldDeleter{this});
-  holds_.emplace(sequence_hash, hold);
-  std::shared_ptr<const IdentityTable> table(
-      new IdentityTable(hold->rows.data(), hold->rows.size(), keep));
-  hold->table = table;
-  ++totals_.tables_built;
-  totals_.table_bytes_written += table->memory_bytes();
   return table;
 }
 
@@ -110,13 +110,7 @@ void IdentityStore::Release(const Hold* hold) {
 }
 
 void IdentityStore::ReleaseLocked(const Hold* hold) {
-  const auto [first, last] = holds_.equal_range(hold->sequence_hash);
-  for (auto it = first; it != last; ++it) {
-    if (it->second == hold) {
-      holds_.erase(it);
-      break;
-    }
-  }
+  --tables_alive_;
   for (IdentityRow* row : hold->rows) {
     if (--row->users == 0) {
       rows_.erase(row->identity);
@@ -130,7 +124,7 @@ IdentityStoreCounts IdentityStore::counts() const {
   std::lock_guard<std::mutex> lock(mu_);
   IdentityStoreCounts counts = totals_;
   counts.rows = rows_.size();
-  counts.tables = holds_.size();
+  counts.tables = tables_alive_;
   return counts;
 }
 

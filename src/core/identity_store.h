@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "poise/identity_table.h"
+#include "src/core/weak_registry.h"
 
 namespace poise::internal {
 
@@ -79,14 +80,20 @@ class IdentityStore final {
   IdentityStoreCounts counts() const;
 
  private:
-  struct Hold;  // one table's rows, the key of its sequence
+  struct Hold;  // one table's rows
   struct HoldDeleter;
+  struct SequenceHash {
+    size_t operator()(const std::vector<IdentityRow*>& rows) const;
+  };
   void Release(const Hold* hold);
   void ReleaseLocked(const Hold* hold);
 
   mutable std::mutex mu_;
   std::unordered_map<std::string_view, IdentityRow*> rows_;  // by identity
-  std::unordered_multimap<uint64_t, Hold*> holds_;           // by sequence hash
+  // By row sequence; a table's rows stay alive while it is listed live.
+  WeakRegistry<std::vector<IdentityRow*>, const IdentityTable, SequenceHash>
+      tables_;
+  size_t tables_alive_ = 0;     // Holds not yet released
   IdentityStoreCounts totals_;  // the since-created fields
 };
 

@@ -4,15 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <random>
 #include <type_traits>
-#include <unordered_map>
 #include <utility>
 
 #include "absl/hash/hash.h"
 #include "poise/types.h"
+#include "src/core/weak_registry.h"
 
 namespace poise::router {
 
@@ -291,40 +290,38 @@ void KeyOrderCache::Insert(std::string_view key, const KeyOrderPrefix& prefix) {
 
 namespace {
 
-// A cache with what it caches orders of: the table (held, so its address
-// names it while the cache lives) and the weights.
+// A cache with the table it caches orders of, held so that the table's
+// address (in the cache's key) names it while the cache lives.
 struct SharedCache {
-  SharedCache(std::shared_ptr<const IdentityTable> t, std::vector<uint32_t> w,
-              size_t entries)
-      : cache(entries),
-        requested(entries),
-        table(std::move(t)),
-        weights(std::move(w)) {}
+  SharedCache(std::shared_ptr<const IdentityTable> t, size_t entries)
+      : cache(entries), table(std::move(t)) {}
   KeyOrderCache cache;
-  const size_t requested;
   const std::shared_ptr<const IdentityTable> table;
-  const std::vector<uint32_t> weights;
 };
 
-struct Registry {
-  std::mutex mu;
-  // By a hash of (table, entries, weights). An entry is removed before its
-  // cache is deleted, under `mu`: a listed `raw` is alive to compare.
-  struct Entry {
-    const SharedCache* raw;
-    std::weak_ptr<SharedCache> weak;
-  };
-  std::unordered_multimap<uint64_t, Entry> caches;
+// What a shared cache is for: a list of the table's identities with these
+// weights, and the size asked for.
+struct SharingKey {
+  const IdentityTable* table;
+  size_t entries;
+  std::vector<uint32_t> weights;
+
+  bool operator==(const SharingKey& other) const {
+    return table == other.table && entries == other.entries &&
+           weights == other.weights;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const SharingKey& key) {
+    return H::combine(std::move(h), key.table, key.entries, key.weights);
+  }
 };
 
-Registry& TheRegistry() {
-  static auto* const registry = new Registry();  // never destroyed
-  return *registry;
-}
+using SharedCaches = internal::WeakRegistryLocked<SharingKey, SharedCache,
+                                                  absl::Hash<SharingKey>>;
 
-uint64_t SharingKey(const IdentityTable* table, size_t entries,
-                    const std::vector<uint32_t>& weights) {
-  return absl::HashOf(table, entries, weights);
+SharedCaches& TheSharedCaches() {
+  static auto* const caches = new SharedCaches();  // never destroyed
+  return *caches;
 }
 
 }  // namespace
@@ -332,44 +329,14 @@ uint64_t SharingKey(const IdentityTable* table, size_t entries,
 std::shared_ptr<KeyOrderCache> ShareKeyOrderCache(
     std::shared_ptr<const IdentityTable> table, std::vector<uint32_t> weights,
     size_t entries) {
-  Registry& registry = TheRegistry();
-  const uint64_t key = SharingKey(table.get(), entries, weights);
-  std::lock_guard<std::mutex> lock(registry.mu);
-  const auto range = registry.caches.equal_range(key);
-  for (auto it = range.first; it != range.second; ++it) {
-    const SharedCache& c = *it->second.raw;
-    if (c.table != table || c.requested != entries || c.weights != weights) {
-      continue;
-    }
-    // Null while its last holder is deleting it: then a new one.
-    if (std::shared_ptr<SharedCache> live = it->second.weak.lock()) {
-      return {live, &live->cache};
-    }
-  }
-  std::shared_ptr<SharedCache> created(
-      new SharedCache(std::move(table), std::move(weights), entries),
-      [key](const SharedCache* dead) {
-        Registry& r = TheRegistry();
-        {
-          std::lock_guard<std::mutex> unlist(r.mu);
-          const auto listed = r.caches.equal_range(key);
-          for (auto it = listed.first; it != listed.second; ++it) {
-            if (it->second.raw == dead) {
-              r.caches.erase(it);
-              break;
-            }
-          }
-        }
-        delete dead;
+  const SharingKey key{table.get(), entries, std::move(weights)};
+  std::shared_ptr<SharedCache> shared =
+      TheSharedCaches().FindOrMake(key, [&table, entries] {
+        return std::make_shared<SharedCache>(std::move(table), entries);
       });
-  registry.caches.emplace(key, Registry::Entry{created.get(), created});
-  return {created, &created->cache};
+  return {shared, &shared->cache};
 }
 
-size_t LiveKeyOrderCaches() {
-  Registry& registry = TheRegistry();
-  std::lock_guard<std::mutex> lock(registry.mu);
-  return registry.caches.size();
-}
+size_t LiveKeyOrderCaches() { return TheSharedCaches().live(); }
 
 }  // namespace poise::router

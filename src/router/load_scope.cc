@@ -1,7 +1,8 @@
 #include "src/router/load_scope.h"
 
-#include <algorithm>
 #include <utility>
+
+#include "src/core/weak_registry.h"
 
 namespace poise::router {
 namespace {
@@ -17,14 +18,11 @@ struct ScopedCounter {
 };
 
 // The named scopes, weakly: a scope goes when its last holder does.
-struct Registry {
-  std::mutex mu;
-  absl::flat_hash_map<std::string, std::weak_ptr<LoadScope>> scopes;
-};
+using NamedScopes = internal::WeakRegistryLocked<std::string, LoadScope>;
 
-Registry& TheRegistry() {
-  static auto* registry = new Registry();  // never destroyed: see Named()
-  return *registry;
+NamedScopes& TheNamedScopes() {
+  static auto* scopes = new NamedScopes();  // never destroyed: see Named()
+  return *scopes;
 }
 
 }  // namespace
@@ -36,44 +34,18 @@ std::shared_ptr<LoadScope> LoadScope::Create() {
 std::shared_ptr<LoadScope> LoadScope::Named(std::string_view name) {
   // Leaked on purpose: calls may release (and scopes die) during static
   // destruction, after a destroyed registry could no longer be locked.
-  Registry& registry = TheRegistry();
-  std::lock_guard<std::mutex> lock(registry.mu);
-  std::weak_ptr<LoadScope>& slot = registry.scopes[std::string(name)];
-  std::shared_ptr<LoadScope> scope = slot.lock();
-  if (scope == nullptr) {
-    scope = std::shared_ptr<LoadScope>(new LoadScope(std::string(name), true));
-    slot = scope;
-    // Forget the scopes that died since (their names are rarely reused).
-    for (auto it = registry.scopes.begin(); it != registry.scopes.end();) {
-      if (it->second.expired()) {
-        registry.scopes.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-  }
-  return scope;
+  return TheNamedScopes().FindOrMake(std::string(name), [name] {
+    return std::shared_ptr<LoadScope>(new LoadScope(std::string(name), true));
+  });
 }
 
 std::shared_ptr<InFlightCounter> LoadScope::SharedCounterFor(
     std::string_view identity) {
   std::lock_guard<std::mutex> lock(mu_);
-  PruneLocked();
   const std::string key(identity);
-  if (!named_) {
-    const auto kept = counters_.find(key);
-    if (kept == counters_.end()) return nullptr;
-    std::shared_ptr<InFlightCounter> counter = kept->second.lock();
-    counters_.erase(kept);  // listed again: its set carries it now
-    return counter;
-  }
-  std::weak_ptr<InFlightCounter>& slot = counters_[key];
-  std::shared_ptr<InFlightCounter> counter = slot.lock();
-  if (counter == nullptr) {
-    counter = NewCounterLocked();
-    slot = counter;
-  }
-  return counter;
+  // Taken out: its set carries it from now on.
+  if (!named_) return counters_.Take(key);
+  return counters_.FindOrMake(key, [this] { return NewCounterLocked(); });
 }
 
 void LoadScope::KeepFindableWhileInFlight(
@@ -81,8 +53,7 @@ void LoadScope::KeepFindableWhileInFlight(
     const std::shared_ptr<InFlightCounter>& counter) {
   if (named_ || counter == nullptr || counter->Load() == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  PruneLocked();
-  counters_[std::string(identity)] = counter;
+  counters_.Put(std::string(identity), counter);
 }
 
 std::shared_ptr<InFlightCounter> LoadScope::NewCounterLocked() {
@@ -90,26 +61,9 @@ std::shared_ptr<InFlightCounter> LoadScope::NewCounterLocked() {
   return {holder, &holder->counter};
 }
 
-void LoadScope::PruneLocked() {
-  if (counters_.size() < prune_at_) return;
-  // Amortised: the map at least doubles between two sweeps.
-  for (auto it = counters_.begin(); it != counters_.end();) {
-    if (it->second.expired()) {
-      counters_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
-  prune_at_ = std::max<size_t>(16, 2 * counters_.size());
-}
-
 size_t LoadScope::findable_counters() const {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t live = 0;
-  for (const auto& [identity, counter] : counters_) {
-    live += counter.expired() ? 0 : 1;
-  }
-  return live;
+  return counters_.live();
 }
 
 std::shared_ptr<LoadScope> LoadScopeForChannel(

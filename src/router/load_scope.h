@@ -12,8 +12,8 @@
 #include <string_view>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "poise/in_flight.h"
+#include "src/core/weak_registry.h"
 #include "src/router/config.h"
 
 namespace poise::router {
@@ -80,15 +80,12 @@ class LoadScope final : public std::enable_shared_from_this<LoadScope> {
       : name_(std::move(name)), named_(named) {}
 
   std::shared_ptr<InFlightCounter> NewCounterLocked();
-  void PruneLocked();
 
   const std::string name_;
   const bool named_;
   InFlightCounter total_;
   mutable std::mutex mu_;
-  absl::flat_hash_map<std::string, std::weak_ptr<InFlightCounter>> counters_;
-  // counters_ drops its dead entries when it grows to this size.
-  size_t prune_at_ = 16;
+  internal::WeakRegistry<std::string, InFlightCounter> counters_;
 };
 
 // The scope a channel whose scope name is `name` (its stats label, else its

@@ -7,9 +7,9 @@
 #include <map>
 #include <thread>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "poise/hash.h"
+#include "src/core/weak_registry.h"
 
 namespace poise::router {
 namespace {
@@ -38,33 +38,15 @@ Registry& GetRegistry() {
   return *registry;
 }
 
-// The live instances' labels, weakly, by text (the key is a second copy:
-// one per label, not per instance).
-struct Labels {
-  std::mutex mu;
-  absl::flat_hash_map<std::string, std::weak_ptr<const std::string>> by_text;
-};
-
 // `label` as the string every live instance labelled so holds, else a new
 // one (then found by the next instance of that label while anyone holds it).
+// The registry's key is a second copy: one per label, not per instance.
 std::shared_ptr<const std::string> SharedLabel(std::string label) {
+  using Labels = internal::WeakRegistryLocked<std::string, const std::string>;
   static auto* labels = new Labels();  // never destroyed: safe at exit
-  std::lock_guard<std::mutex> lock(labels->mu);
-  std::weak_ptr<const std::string>& slot = labels->by_text[label];
-  std::shared_ptr<const std::string> shared = slot.lock();
-  if (shared == nullptr) {
-    shared = std::make_shared<const std::string>(std::move(label));
-    slot = shared;
-    // Forget the labels that died since (a new label is rare: a new target).
-    for (auto it = labels->by_text.begin(); it != labels->by_text.end();) {
-      if (it->second.expired()) {
-        labels->by_text.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-  }
-  return shared;
+  return labels->FindOrMake(label, [&label] {
+    return std::make_shared<const std::string>(std::move(label));
+  });
 }
 
 // While more than kGoneLabelsKept retired labels have no live instance,
