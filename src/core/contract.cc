@@ -18,6 +18,8 @@ uint64_t Fnv1a64(const std::string& bytes) {
   return h;
 }
 
+// Written out rather than Mix64 (poise/hash.h): the oracle shares no code
+// with the implementation it checks.
 uint64_t SplitMix64Finalizer(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;

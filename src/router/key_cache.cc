@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/hash/hash.h"
+#include "poise/hash.h"
 #include "poise/types.h"
 #include "src/core/weak_registry.h"
 
@@ -83,16 +84,14 @@ uint64_t ProcessSeed() {
 }
 
 // The hash of a key's words (zero-padded) and length: multiply-xorshift
-// rounds, then SplitMix64's finaliser.
+// rounds, then SplitMix64's finaliser (Mix64).
 uint64_t HashOfWords(const uint64_t* words, size_t bytes) {
   uint64_t h = ProcessSeed() ^ (bytes * 0x9E3779B97F4A7C15u);
   for (size_t w = 0; w < (bytes + 7) / 8; ++w) {
     h = (h ^ words[w]) * 0xBF58476D1CE4E5B9u;
     h ^= h >> 31;
   }
-  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9u;
-  h = (h ^ (h >> 27)) * 0x94D049BB133111EBu;
-  return h ^ (h >> 31);
+  return Mix64(h);
 }
 
 }  // namespace
