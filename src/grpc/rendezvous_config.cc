@@ -1,15 +1,15 @@
 #include "src/grpc/rendezvous_config.h"
 
 #include <cstdint>
-#include <set>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/types/optional.h"
-#include "src/core/lib/gprpp/time.h"
+#include "absl/strings/str_join.h"
 #include "src/core/lib/gprpp/validation_errors.h"
 #include "src/core/lib/json/json_args.h"
 #include "src/core/lib/json/json_object_loader.h"
@@ -34,21 +34,6 @@ class PolicyJsonArgs final : public JsonArgs {
  private:
   bool bounded_;
 };
-
-// Rejects members the schema does not have: gRPC's loader ignores them, and a
-// misspelt "hashheader" must not silently leave a field at its default.
-void RejectUnknownFields(const Json& json,
-                         const std::set<absl::string_view>& known,
-                         absl::string_view known_list,
-                         ValidationErrors* errors) {
-  if (json.type() != Json::Type::OBJECT) return;
-  for (const auto& member : json.object_value()) {
-    if (known.count(member.first) != 0) continue;
-    ValidationErrors::ScopedField field(errors,
-                                        absl::StrCat(".", member.first));
-    errors->AddError(absl::StrCat("unknown field (known: ", known_list, ")"));
-  }
-}
 
 // Whether `field` ("endpoints[0].address") or a field containing it
 // ("endpoints[0]", "endpoints") failed to load.
@@ -82,157 +67,207 @@ void AddRuleErrors(const std::vector<router::ConfigError>& broken,
 }
 
 // ---------------------------------------------------------------------------
-// The JSON shapes
+// One table of fields per JSON object
 
-struct JsonEndpoint {
-  absl::optional<std::string> address;
-  absl::optional<uint32_t> weight;
-  absl::optional<std::string> identity;
+enum class Presence : uint8_t { kOptional, kRequired };
 
-  static const grpc_core::JsonLoaderInterface* JsonLoader(
-      const JsonArgs& /*args*/) {
-    static const auto* loader =
-        grpc_core::JsonObjectLoader<JsonEndpoint>()
-            .OptionalField("address", &JsonEndpoint::address)
-            .OptionalField("weight", &JsonEndpoint::weight)
-            .OptionalField("identity", &JsonEndpoint::identity)
-            .Finish();
-    return loader;
-  }
-  // A member: gRPC's loader calls it on the loaded object.
-  // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
-  void JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
-                    ValidationErrors* errors) {
-    RejectUnknownFields(json, {"address", "weight", "identity"},
-                        "address, weight, identity", errors);
-  }
+// Which policies have a field.
+enum class KnownBy : uint8_t {
+  kBoth,
+  // weighted_rendezvous: an unknown field, not loaded.
+  kBounded,
+  // weighted_rendezvous: accepted and loaded all the same, so that the
+  // router's rule on it says where it belongs (C8); listed with the
+  // bounded-only fields.
+  kBoundedByRule,
 };
 
-// A field given as text: `parse` of `text` into `out`, or the field's rule
-// as its error. Enums by their spelling; durations by router::ParseDuration
-// (exact to the nanosecond, unlike gRPC's Duration), whose rule states the
-// limits.
-template <typename T>
-void ParseText(const absl::optional<std::string>& text,
-               std::optional<T> (*parse)(std::string_view), const char* field,
-               const char* rule, T& out, ValidationErrors* errors) {
-  if (!text.has_value()) return;
-  if (const std::optional<T> value = parse(*text); value.has_value()) {
-    out = *value;
-  } else {
-    ValidationErrors::ScopedField scoped(errors, field);
-    errors->AddError(rule);
+// One member of a JSON object: its name, and how its value is loaded into
+// the object's result. The loader scopes its errors to the member.
+template <typename Result>
+struct JsonField {
+  using Load = std::function<void(const Json& value, const JsonArgs& args,
+                                  Result& out, ValidationErrors* errors)>;
+  const char* name;
+  Load load;
+  Presence presence = Presence::kOptional;
+  KnownBy known_by = KnownBy::kBoth;
+};
+
+// The names of `fields` a policy has, for the unknown-field error.
+template <typename Result>
+std::string KnownList(const std::vector<JsonField<Result>>& fields,
+                      bool bounded) {
+  std::vector<absl::string_view> known;
+  std::vector<absl::string_view> elsewhere;
+  for (const JsonField<Result>& field : fields) {
+    (bounded || field.known_by == KnownBy::kBoth ? known : elsewhere)
+        .push_back(field.name);
   }
+  std::string list = absl::StrJoin(known, ", ");
+  if (!elsewhere.empty()) {
+    absl::StrAppend(&list, "; ", absl::StrJoin(elsewhere, " and "),
+                    elsewhere.size() == 1 ? " belongs" : " belong",
+                    " to bounded_load_rendezvous");
+  }
+  return list;
 }
 
-// "slowStart": {"window": "60s", "minWeightPercent": 10}.
-struct JsonSlowStart {
-  absl::optional<std::string> window;  // required: see JsonLoader
-  absl::optional<uint32_t> min_weight_percent;
-  router::SlowStartConfig config;  // the result, made by JsonPostLoad
+// What gRPC's loader reads a Result from: an object of Result's field table.
+template <typename Result>
+struct Loaded {
+  Result value;
+  static const grpc_core::JsonLoaderInterface* JsonLoader(const JsonArgs& args);
+};
 
-  static const grpc_core::JsonLoaderInterface* JsonLoader(
-      const JsonArgs& /*args*/) {
-    static const auto* loader =
-        grpc_core::JsonObjectLoader<JsonSlowStart>()
-            .Field("window", &JsonSlowStart::window)
-            .OptionalField("minWeightPercent",
-                           &JsonSlowStart::min_weight_percent)
-            .Finish();
-    return loader;
-  }
-  void JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
-                    ValidationErrors* errors) {
-    RejectUnknownFields(json, {"window", "minWeightPercent"},
-                        "window, minWeightPercent", errors);
-    ParseText(window, router::ParseDuration, ".window", router::kWindowRule,
-              config.window, errors);
-    if (min_weight_percent.has_value()) {
-      config.min_weight_percent = *min_weight_percent;
+// A JSON object read by its table: each member in the table loaded (null is
+// absent, as in the proto3 JSON mapping, except for a required member), a
+// required one missing or a member not in the table (or not the policy's)
+// an error. gRPC's own object loader ignores unknown members, and a
+// misspelt "hashheader" must not silently leave a field at its default.
+template <typename Result>
+class FieldTable final : public grpc_core::JsonLoaderInterface {
+ public:
+  explicit FieldTable(std::vector<JsonField<Result>> fields)
+      : fields_(std::move(fields)),
+        bounded_list_(KnownList(fields_, true)),
+        weighted_list_(KnownList(fields_, false)) {}
+
+  void LoadInto(const Json& json, const JsonArgs& args, void* dst,
+                ValidationErrors* errors) const override {
+    if (json.type() != Json::Type::OBJECT) {
+      errors->AddError("is not an object");
+      return;
+    }
+    const bool bounded = args.IsEnabled(kBoundedKey);
+    const Json::Object& members = json.object_value();
+    for (const auto& [name, value] : members) {
+      const JsonField<Result>* field = Find(name);
+      if (field != nullptr && Has(*field, bounded)) {
+        continue;
+      }
+      ValidationErrors::ScopedField scope(errors, absl::StrCat(".", name));
+      errors->AddError(absl::StrCat(
+          "unknown field (known: ", bounded ? bounded_list_ : weighted_list_,
+          ")"));
+    }
+    Result& out = static_cast<Loaded<Result>*>(dst)->value;
+    for (const JsonField<Result>& field : fields_) {
+      if (!Has(field, bounded)) continue;
+      ValidationErrors::ScopedField scope(errors,
+                                          absl::StrCat(".", field.name));
+      const auto it = members.find(field.name);
+      const bool required = field.presence == Presence::kRequired;
+      if (it == members.end() ||
+          (!required && it->second.type() == Json::Type::JSON_NULL)) {
+        if (required) errors->AddError("field not present");
+        continue;
+      }
+      field.load(it->second, args, out, errors);
     }
   }
+
+ private:
+  const JsonField<Result>* Find(absl::string_view name) const {
+    for (const JsonField<Result>& field : fields_) {
+      if (field.name == name) return &field;
+    }
+    return nullptr;
+  }
+  static bool Has(const JsonField<Result>& field, bool bounded) {
+    return bounded || field.known_by != KnownBy::kBounded;
+  }
+
+  const std::vector<JsonField<Result>> fields_;
+  const std::string bounded_list_;
+  const std::string weighted_list_;
 };
 
-// "serverLoad": {"metric": "rif", "outOfBandInterval": "0.1s",
-// "maxReportAge": "1s"}; every member optional.
-struct JsonServerLoad {
-  absl::optional<std::string> metric;
-  absl::optional<std::string> out_of_band_interval;
-  absl::optional<std::string> max_report_age;
-  router::ServerLoadConfig config;  // the result, made by JsonPostLoad
+// Each object's table, defined below (in the order they nest).
+template <typename Result>
+const FieldTable<Result>& FieldsOf();
 
-  static const grpc_core::JsonLoaderInterface* JsonLoader(
-      const JsonArgs& /*args*/) {
-    static const auto* loader =
-        grpc_core::JsonObjectLoader<JsonServerLoad>()
-            .OptionalField("metric", &JsonServerLoad::metric)
-            .OptionalField("outOfBandInterval",
-                           &JsonServerLoad::out_of_band_interval)
-            .OptionalField("maxReportAge", &JsonServerLoad::max_report_age)
-            .Finish();
-    return loader;
-  }
-  void JsonPostLoad(const Json& json, const JsonArgs& /*args*/,
-                    ValidationErrors* errors) {
-    RejectUnknownFields(json, {"metric", "outOfBandInterval", "maxReportAge"},
-                        "metric, outOfBandInterval, maxReportAge", errors);
-    if (metric.has_value()) config.metric = *metric;
-    ParseText(out_of_band_interval, router::ParseDuration, ".outOfBandInterval",
-              router::kOutOfBandIntervalRule, config.out_of_band_interval,
-              errors);
-    ParseText(max_report_age, router::ParseDuration, ".maxReportAge",
-              router::kMaxReportAgeRule, config.max_report_age, errors);
-  }
+template <typename Result>
+const grpc_core::JsonLoaderInterface* Loaded<Result>::JsonLoader(
+    const JsonArgs& /*args*/) {
+  return &FieldsOf<Result>();
+}
+
+template <typename T>
+struct Unwrapped {
+  using type = T;
+};
+template <typename T>
+struct Unwrapped<std::optional<T>> {
+  using type = T;
 };
 
-struct JsonConfig {
-  std::string hash_header;
-  absl::optional<uint32_t> balance_factor_percent;
-  std::vector<JsonEndpoint> endpoints;
-  absl::optional<uint32_t> default_weight;
-  absl::optional<std::string> missing_key;
-  absl::optional<uint64_t> max_in_flight_per_backend;
-  absl::optional<std::string> retry_routing;
-  absl::optional<JsonSlowStart> slow_start;
-  absl::optional<std::string> load_scope;
-  absl::optional<JsonServerLoad> server_load;
+// A value of a type gRPC's loader reads (a string or a number) into
+// `member`, left as it was when the value fails to load.
+template <typename Result, typename T>
+typename JsonField<Result>::Load Value(T Result::*member) {
+  return [member](const Json& value, const JsonArgs& args, Result& out,
+                  ValidationErrors* errors) {
+    const size_t before = errors->size();
+    auto loaded = grpc_core::LoadFromJson<typename Unwrapped<T>::type>(
+        value, args, errors);
+    if (errors->size() == before) out.*member = std::move(loaded);
+  };
+}
 
-  router::Config config;  // the result, made by JsonPostLoad
+// A string read by `parse` into `member`, or the field's rule as its error.
+// Enums by their spelling; durations by router::ParseDuration (exact to the
+// nanosecond, unlike gRPC's Duration), whose rule states the limits.
+template <typename Result, typename T>
+typename JsonField<Result>::Load Text(
+    T Result::*member, std::optional<T> (*parse)(std::string_view),
+    const char* rule) {
+  return [member, parse, rule](const Json& value, const JsonArgs& args,
+                               Result& out, ValidationErrors* errors) {
+    const size_t before = errors->size();
+    const auto text = grpc_core::LoadFromJson<std::string>(value, args, errors);
+    if (errors->size() != before) return;
+    if (const std::optional<T> parsed = parse(text); parsed.has_value()) {
+      out.*member = *parsed;
+    } else {
+      errors->AddError(rule);
+    }
+  };
+}
 
-  static const grpc_core::JsonLoaderInterface* JsonLoader(
-      const JsonArgs& /*args*/) {
-    static const auto* loader =
-        grpc_core::JsonObjectLoader<JsonConfig>()
-            .Field("hashHeader", &JsonConfig::hash_header)
-            .OptionalField("balanceFactorPercent",
-                           &JsonConfig::balance_factor_percent, kBoundedKey)
-            .OptionalField("endpoints", &JsonConfig::endpoints)
-            .OptionalField("defaultWeight", &JsonConfig::default_weight)
-            .OptionalField("missingKey", &JsonConfig::missing_key)
-            .OptionalField("maxInFlightPerBackend",
-                           &JsonConfig::max_in_flight_per_backend)
-            .OptionalField("retryRouting", &JsonConfig::retry_routing)
-            .OptionalField("slowStart", &JsonConfig::slow_start)
-            .OptionalField("loadScope", &JsonConfig::load_scope)
-            .OptionalField("serverLoad", &JsonConfig::server_load)
-            .Finish();
-    return loader;
-  }
-  void JsonPostLoad(const Json& json, const JsonArgs& args,
-                    ValidationErrors* errors);
-};
+// An object of its own table, into `member`; left unset when any of its
+// fields fails to load.
+template <typename Result, typename Sub>
+typename JsonField<Result>::Load Object(std::optional<Sub> Result::*member) {
+  return [member](const Json& value, const JsonArgs& args, Result& out,
+                  ValidationErrors* errors) {
+    const size_t before = errors->size();
+    auto loaded = grpc_core::LoadFromJson<Loaded<Sub>>(value, args, errors);
+    if (errors->size() == before) out.*member = std::move(loaded.value);
+  };
+}
+
+// A list of objects of their own table, every one kept (the router's rules
+// then skip the fields that failed to load: AddRuleErrors).
+template <typename Result, typename Sub>
+typename JsonField<Result>::Load Objects(std::vector<Sub> Result::*member) {
+  return [member](const Json& value, const JsonArgs& args, Result& out,
+                  ValidationErrors* errors) {
+    auto loaded =
+        grpc_core::LoadFromJson<std::vector<Loaded<Sub>>>(value, args, errors);
+    std::vector<Sub>& list = out.*member;
+    list.clear();
+    list.reserve(loaded.size());
+    for (Loaded<Sub>& item : loaded) list.push_back(std::move(item.value));
+  };
+}
 
 // "keyCache": false, true or a number of entries (a JSON value of either
-// type, which gRPC's loader has no field type for: read here). null: absent.
-void LoadKeyCache(const Json& json, router::KeyCacheConfig& out,
-                  ValidationErrors* errors) {
-  if (json.type() != Json::Type::OBJECT) return;
-  const auto it = json.object_value().find("keyCache");
-  if (it == json.object_value().end()) return;
-  const Json& value = it->second;
+// type, which gRPC's loader has no field type for: read here).
+void LoadKeyCache(const Json& value, const JsonArgs& /*args*/,
+                  router::Config& config, ValidationErrors* errors) {
+  router::KeyCacheConfig& out = config.key_cache;
   switch (value.type()) {
-    case Json::Type::JSON_NULL:
-      return;
     case Json::Type::JSON_TRUE:
       out.enabled = true;
       return;
@@ -258,75 +293,100 @@ void LoadKeyCache(const Json& json, router::KeyCacheConfig& out,
     default:
       break;
   }
-  ValidationErrors::ScopedField field(errors, ".keyCache");
   errors->AddError(router::kKeyCacheRule);
 }
 
-void JsonConfig::JsonPostLoad(const Json& json, const JsonArgs& args,
-                              ValidationErrors* errors) {
-  config.bounded = args.IsEnabled(kBoundedKey);
-  if (config.bounded) {
-    RejectUnknownFields(
-        json,
-        {"hashHeader", "balanceFactorPercent", "endpoints", "defaultWeight",
-         "missingKey", "maxInFlightPerBackend", "retryRouting", "slowStart",
-         "loadScope", "serverLoad", "keyCache"},
-        "hashHeader, balanceFactorPercent, endpoints, "
-        "defaultWeight, missingKey, maxInFlightPerBackend, retryRouting, "
-        "slowStart, loadScope, serverLoad, keyCache",
-        errors);
-  } else {
-    // serverLoad is loaded here too, for rule C8's message on it.
-    RejectUnknownFields(
-        json,
-        {"hashHeader", "endpoints", "defaultWeight", "missingKey",
-         "maxInFlightPerBackend", "retryRouting", "slowStart", "loadScope",
-         "serverLoad", "keyCache"},
-        "hashHeader, endpoints, defaultWeight, missingKey, "
-        "maxInFlightPerBackend, retryRouting, slowStart, loadScope, keyCache; "
-        "balanceFactorPercent and serverLoad belong to "
-        "bounded_load_rendezvous",
-        errors);
-  }
-  config.hash_header = hash_header;
-  if (balance_factor_percent.has_value()) {
-    config.balance_factor_percent = *balance_factor_percent;
-  }
-  config.endpoints.reserve(endpoints.size());
-  for (JsonEndpoint& e : endpoints) {
-    router::EndpointConfig endpoint;
-    if (e.address.has_value()) endpoint.address = std::move(*e.address);
-    if (e.weight.has_value()) endpoint.weight = *e.weight;
-    if (e.identity.has_value()) endpoint.identity = std::move(*e.identity);
-    config.endpoints.push_back(std::move(endpoint));
-  }
-  if (default_weight.has_value()) config.default_weight = *default_weight;
-  ParseText(missing_key, router::ParseMissingKey, ".missingKey",
-            router::kMissingKeyRule, config.missing_key, errors);
-  if (max_in_flight_per_backend.has_value()) {
-    config.max_in_flight_per_backend = *max_in_flight_per_backend;
-  }
-  ParseText(retry_routing, router::ParseRetryRouting, ".retryRouting",
-            router::kRetryRoutingRule, config.retry_routing, errors);
-  if (slow_start.has_value()) config.slow_start = slow_start->config;
-  ParseText(load_scope, router::ParseLoadScope, ".loadScope",
-            router::kLoadScopeRule, config.load_scope, errors);
-  if (server_load.has_value()) config.server_load = server_load->config;
-  LoadKeyCache(json, config.key_cache, errors);
-  AddRuleErrors(router::NormalizeAndValidate(config), errors);
+// ---------------------------------------------------------------------------
+// The JSON objects (schema: proto/poise_config.proto)
+
+using router::Config;
+using router::EndpointConfig;
+using router::ServerLoadConfig;
+using router::SlowStartConfig;
+
+// "endpoints": [{"address": "10.0.0.1:80", "weight": 2, "identity": "a"}].
+template <>
+const FieldTable<EndpointConfig>& FieldsOf<EndpointConfig>() {
+  static const auto* table = new FieldTable<EndpointConfig>({
+      {"address", Value(&EndpointConfig::address)},
+      {"weight", Value(&EndpointConfig::weight)},
+      {"identity", Value(&EndpointConfig::identity)},
+  });
+  return *table;
+}
+
+// "slowStart": {"window": "60s", "minWeightPercent": 10}.
+template <>
+const FieldTable<SlowStartConfig>& FieldsOf<SlowStartConfig>() {
+  static const auto* table = new FieldTable<SlowStartConfig>({
+      {"window",
+       Text(&SlowStartConfig::window, router::ParseDuration,
+            router::kWindowRule),
+       Presence::kRequired},
+      {"minWeightPercent", Value(&SlowStartConfig::min_weight_percent)},
+  });
+  return *table;
+}
+
+// "serverLoad": {"metric": "rif", "outOfBandInterval": "0.1s",
+// "maxReportAge": "1s"}; every member optional.
+template <>
+const FieldTable<ServerLoadConfig>& FieldsOf<ServerLoadConfig>() {
+  static const auto* table = new FieldTable<ServerLoadConfig>({
+      {"metric", Value(&ServerLoadConfig::metric)},
+      {"outOfBandInterval",
+       Text(&ServerLoadConfig::out_of_band_interval, router::ParseDuration,
+            router::kOutOfBandIntervalRule)},
+      {"maxReportAge", Text(&ServerLoadConfig::max_report_age,
+                            router::ParseDuration, router::kMaxReportAgeRule)},
+  });
+  return *table;
+}
+
+// The policy's config object.
+template <>
+const FieldTable<Config>& FieldsOf<Config>() {
+  static const auto* table = new FieldTable<Config>({
+      {"hashHeader", Value(&Config::hash_header), Presence::kRequired},
+      {"balanceFactorPercent", Value(&Config::balance_factor_percent),
+       Presence::kOptional, KnownBy::kBounded},
+      {"endpoints", Objects(&Config::endpoints)},
+      {"defaultWeight", Value(&Config::default_weight)},
+      {"missingKey", Text(&Config::missing_key, router::ParseMissingKey,
+                          router::kMissingKeyRule)},
+      {"maxInFlightPerBackend", Value(&Config::max_in_flight_per_backend)},
+      {"retryRouting", Text(&Config::retry_routing, router::ParseRetryRouting,
+                            router::kRetryRoutingRule)},
+      {"slowStart", Object(&Config::slow_start)},
+      {"loadScope", Text(&Config::load_scope, router::ParseLoadScope,
+                         router::kLoadScopeRule)},
+      {"serverLoad", Object(&Config::server_load), Presence::kOptional,
+       KnownBy::kBoundedByRule},
+      {"keyCache", LoadKeyCache},
+  });
+  return *table;
 }
 
 }  // namespace
 
 absl::StatusOr<router::Config> ParseRendezvousConfig(const Json& json,
                                                      bool bounded) {
-  auto loaded = grpc_core::LoadFromJson<JsonConfig>(
-      json, PolicyJsonArgs(bounded),
-      absl::StrCat("errors validating ",
-                   bounded ? "bounded_load_rendezvous" : "weighted_rendezvous",
-                   " LB policy config"));
-  if (!loaded.ok()) return loaded.status();
-  return std::move(loaded->config);
+  ValidationErrors errors;
+  auto loaded = grpc_core::LoadFromJson<Loaded<Config>>(
+      json, PolicyJsonArgs(bounded), &errors);
+  router::Config& config = loaded.value;
+  config.bounded = bounded;
+  // Rules only on an object: on anything else the one error is that.
+  if (json.type() == Json::Type::OBJECT) {
+    AddRuleErrors(router::NormalizeAndValidate(config), &errors);
+  }
+  if (!errors.ok()) {
+    return errors.status(absl::StrCat(
+        "errors validating ",
+        bounded ? "bounded_load_rendezvous" : "weighted_rendezvous",
+        " LB policy config"));
+  }
+  return std::move(config);
 }
 
 }  // namespace poise::grpc_lb

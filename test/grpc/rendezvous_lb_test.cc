@@ -123,6 +123,52 @@ TEST(RendezvousConfig, AcceptsEveryField) {
                   .ok());
 }
 
+// null is an optional field left out (as in the proto3 JSON mapping), at
+// every level; a required field must be given a value.
+TEST(RendezvousConfig, NullLeavesAnOptionalFieldOutAndBreaksARequiredOne) {
+  auto parse = [](const std::string& text, bool bounded) {
+    auto json = grpc_core::Json::Parse(text);
+    EXPECT_TRUE(json.ok()) << text;
+    return ParseRendezvousConfig(*json, bounded);
+  };
+  const auto all_null = parse(R"({"hashHeader":"k","balanceFactorPercent":null,
+      "endpoints":null,"defaultWeight":null,"missingKey":null,
+      "maxInFlightPerBackend":null,"retryRouting":null,"slowStart":null,
+      "loadScope":null,"serverLoad":null,"keyCache":null})",
+                              /*bounded=*/true);
+  ASSERT_TRUE(all_null.ok()) << all_null.status();
+  const router::Config defaults;
+  EXPECT_EQ(all_null->balance_factor_percent, defaults.balance_factor_percent);
+  EXPECT_TRUE(all_null->endpoints.empty());
+  EXPECT_EQ(all_null->default_weight, defaults.default_weight);
+  EXPECT_EQ(all_null->max_in_flight_per_backend, std::nullopt);
+  EXPECT_EQ(all_null->slow_start, std::nullopt);
+  EXPECT_EQ(all_null->server_load, std::nullopt);
+  EXPECT_FALSE(all_null->key_cache.enabled);
+
+  const auto nested = parse(
+      R"({"hashHeader":"k","slowStart":{"window":"5s","minWeightPercent":null},
+          "serverLoad":{"metric":null},
+          "endpoints":[{"address":"10.0.0.1:80","weight":null}]})",
+      true);
+  ASSERT_TRUE(nested.ok()) << nested.status();
+  EXPECT_EQ(nested->slow_start->window, absl::Seconds(5));
+  EXPECT_EQ(nested->slow_start->min_weight_percent,
+            router::SlowStartConfig::kDefaultMinWeightPercent);
+  EXPECT_EQ(nested->server_load->metric, router::ServerLoadConfig().metric);
+  ASSERT_EQ(nested->endpoints.size(), 1u);
+  EXPECT_EQ(nested->endpoints[0].weight, std::nullopt);
+
+  EXPECT_EQ(parse(R"({"hashHeader":null})", false).status().message(),
+            "errors validating weighted_rendezvous LB policy config: "
+            "[field:hashHeader error:is not a string]");
+  EXPECT_EQ(parse(R"({"hashHeader":"k","slowStart":{"window":null}})", false)
+                .status()
+                .message(),
+            "errors validating weighted_rendezvous LB policy config: "
+            "[field:slowStart.window error:is not a string]");
+}
+
 // A field that fails to load gets its load error only: no rule is checked
 // against the default left in its place.
 TEST(RendezvousConfig, AFieldThatFailedToLoadGetsOnlyItsLoadError) {
