@@ -38,10 +38,11 @@ std::string Printable(char c) {
   return out;
 }
 
-// A decimal port 1..65535 without sign or leading zero (so that the identity
-// text, which prints the number, is the text as listed). Empty on success,
-// else the reason.
-std::string ParsePort(std::string_view text, uint16_t* port) {
+// A decimal port 1..65535 without sign or leading zero, so that the identity
+// text, which prints the number, is the text as listed (stricter than
+// src/router/config.cc's ParsePortAsGrpcReadsIt, for IP literals gRPC
+// parses itself). Empty on success, else the reason.
+std::string ParsePortAsListed(std::string_view text, uint16_t* port) {
   if (text.empty()) return "empty port";
   for (const char c : text) {
     if (!IsDigit(c)) {
@@ -122,7 +123,8 @@ std::string ParseNamedBackend(std::string_view part, NamedBackend* out) {
   const std::string_view port_text = part.substr(colon + 1);
   if (host.empty()) return "empty host";
   uint16_t port = 0;
-  if (std::string reason = ParsePort(port_text, &port); !reason.empty()) {
+  if (std::string reason = ParsePortAsListed(port_text, &port);
+      !reason.empty()) {
     return reason;
   }
   if (IsIpv4Literal(StripTrailingDot(host))) {
@@ -296,7 +298,7 @@ absl::StatusOr<DnsServer> ParseDnsServer(std::string_view authority) {
           ? ParseBracketedServer(authority, &server, &port_text)
           : ParsePlainServer(authority, &server, &port_text);
   if (reason.empty() && port_text.has_value()) {
-    reason = ParsePort(*port_text, &server.port);
+    reason = ParsePortAsListed(*port_text, &server.port);
   }
   if (!reason.empty()) return BadAuthority(authority, reason);
   return server;

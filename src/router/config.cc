@@ -17,9 +17,11 @@ namespace {
 // ---------------------------------------------------------------------------
 // Addresses
 
-// A port as gRPC's parsers read it, but digits only: 0..65535, leading zeros
-// allowed.
-std::optional<uint16_t> ParsePort(std::string_view text) {
+// A port as gRPC's parsers read an IP literal's, but digits only: 0..65535,
+// leading zeros allowed, so that the normalised address is the one gRPC
+// prints for it. Laxer than src/dns/target.cc's ParsePortAsListed, whose
+// port is printed back into the backends' identities as the text listed.
+std::optional<uint16_t> ParsePortAsGrpcReadsIt(std::string_view text) {
   if (text.empty()) return std::nullopt;
   uint32_t port = 0;
   for (const char c : text) {
@@ -55,7 +57,8 @@ std::optional<std::string> NormalizeIpv4(std::string_view text) {
     return std::nullopt;
   }
   const std::string host(text.substr(0, colon));
-  const std::optional<uint16_t> port = ParsePort(text.substr(colon + 1));
+  const std::optional<uint16_t> port =
+      ParsePortAsGrpcReadsIt(text.substr(colon + 1));
   in_addr ip{};
   if (!port.has_value() || inet_pton(AF_INET, host.c_str(), &ip) != 1) {
     return std::nullopt;
@@ -76,7 +79,8 @@ std::optional<std::string> NormalizeIpv6(std::string_view text) {
     return std::nullopt;
   }
   const std::string_view host = text.substr(1, close - 1);
-  const std::optional<uint16_t> port = ParsePort(text.substr(close + 2));
+  const std::optional<uint16_t> port =
+      ParsePortAsGrpcReadsIt(text.substr(close + 2));
   if (!port.has_value() || host.find(':') == std::string_view::npos) {
     return std::nullopt;
   }
