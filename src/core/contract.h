@@ -5,7 +5,8 @@
 // slow on purpose (it sorts, allocates and takes every logarithm) and shares
 // no code with the fast paths: not the hashing kernels, not the score
 // brackets, not even poise::LnUnit. It is the same contract as the Rust crate
-// poise-core (copyleftdev/poise-rs, crates/poise-core), bit for bit:
+// poise-core (copyleftdev/poise-rs, crates/poise-core), bit for bit (the
+// legend of every rule name, K here and the router's, is docs/rules.md):
 //
 // K1. Hashing. For a request key and a backend identity,
 //       h = FNV-1a-64 over 0x00 ‖ key ‖ 0xFF ‖ 0x01 ‖ identity ‖ 0xFF

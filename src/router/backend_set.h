@@ -143,7 +143,8 @@ struct BackendList {
 
 // The current backend list and the cells of the identities it has known.
 //
-// Resolution, per resolver entry, in resolver order:
+// Resolution, per resolver entry, in resolver order (with their tests:
+// docs/rules.md):
 //   B1. a backend is an identity, not an address: entries of one address
 //       under different identities (two DNS names of one pod, a CNAME beside
 //       its target) are a backend each, with a subchannel each, so every

@@ -195,7 +195,7 @@ struct ConfigError {
 // Checks every rule of `config`, in field order, and rewrites each
 // endpoint's address to NormalizeAddress() of it where it has one (so
 // "[0:0::1]:80" and "[::1]:80" are found to be the same address). Empty when
-// the config is valid. The rules:
+// the config is valid. The rules (with their tests: docs/rules.md):
 //   C1. hashHeader: a lower-case metadata key [0-9a-z_.-]+, not "grpc-...";
 //   C2. balanceFactorPercent >= 100 (below, the bounds can leave no backend
 //       with room);

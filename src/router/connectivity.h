@@ -73,7 +73,8 @@ struct ChannelState {
   absl::Status status;  // OK unless state is kTransientFailure
 };
 
-// The channel's state, as gRPC's own policies compute it:
+// The channel's state, as gRPC's own policies compute it (with their tests:
+// docs/rules.md):
 //   S1. any backend READY -> READY;
 //   S2. else any backend pending, or failed but reconnecting after it lost
 //       its READY connection (no TRANSIENT_FAILURE since) -> CONNECTING:

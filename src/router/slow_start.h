@@ -8,7 +8,7 @@
 //
 // The effective weights, exactly (integers, so every decision in a step is
 // the contract's decision for those weights and poise-explain/poise-sim can
-// replay it):
+// replay it; the rules with their tests: docs/rules.md):
 //   SS1. While some backend is in slow start, every weight is multiplied by
 //        one scale S = 2^k: k = 10 (S = 1024) unless the largest listed
 //        weight w_max needs less to fit 32 bits (S = the largest power of
