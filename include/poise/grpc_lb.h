@@ -195,12 +195,21 @@ struct ChannelStats {
 std::vector<ChannelStats> StatsSnapshot();
 
 // Where `key` goes on the live channel labelled `label` (kStatsLabelArg, else
-// its target), and why: one JSON object of poise-explain's shape
-// (src/router/explain.h) over the channel's READY backends as its current
-// picker weighs them (effective weights during slow start, the loads a pick
-// reads: the load scope's calls, the fleet's estimates under serverLoad), plus
-// "channel", "policy", "not_ready" (the identities of the backends that are
-// not READY) and "connectivity" (the channel's state, as in ChannelStats).
+// its target), and why: one JSON object on one line, as poise-explain prints
+// it, with the members
+//   "key"; "factor" (balanceFactorPercent); "affinity" (the key's owner);
+//   "selection" (where the pick goes: the first backend in the key's order
+//   with room, the owner under weighted_rendezvous); "spilled" (selection is
+//   not the owner); "selected_load" and "selected_capacity";
+//   "ranking": the key's order, each backend as {"identity", "weight",
+//   "load", "hash", "score", "score_bits", "capacity"} (a capacity's bound
+//   has L = the loads' sum, W = the weights' sum);
+//   "channel" (the label), "policy", "not_ready" (the identities of the
+//   backends that are not READY) and "connectivity" (the channel's state,
+//   as in ChannelStats).
+// The ranking is over the channel's READY backends as its current picker
+// weighs them (effective weights during slow start, the loads a pick reads:
+// the load scope's calls, the fleet's estimates under serverLoad).
 // With no backend READY (a channel connecting, every backend failing, an
 // address list replaced by one not connected yet), the object is over every
 // backend ChannelStats lists, with the weights and calls in flight it shows,

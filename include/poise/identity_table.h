@@ -11,8 +11,8 @@
 //   FNV(h) = h * p^m + D(h mod 256),   D(l) = FNV(l) - l * p^m   (mod 2^64).
 // The table keeps p^m per identity and D(l) for all 256 values of l, so a pick
 // hashes a candidate with one multiply-add and one load, bit for bit the same
-// as the contract (test/core/identity_table_test.cc checks it against
-// KeyHash::Mixed on millions of random keys and identities).
+// as the contract (the core's tests check it against KeyHash::Mixed on
+// millions of random keys and identities).
 //
 // Cost: 2 KiB + 8 bytes per identity, built in O(256 * total identity bytes);
 // build it when the backend list changes and share it (it is immutable, so
@@ -35,8 +35,7 @@ namespace poise {
 struct Candidate;
 
 namespace internal {
-struct IdentityRow;
-class IdentityStore;
+struct IdentityTableAccess;  // the core's own reads and builds
 }  // namespace internal
 
 class IdentityTable final {
@@ -61,25 +60,18 @@ class IdentityTable final {
     return Mix64(key_state * power_[i] + Row(key_state)[i]);
   }
 
-  // Mixed(key_state, i) for every i, with the key's row located once. A loop
-  // that stores each z through a uint64_t* should use this: the store may
-  // alias the table's size_t size_, so Mixed() would reload it every time.
+  // Mixed(key_state, i) for every i, with the key's row located once: for
+  // a loop over the identities.
   class KeyRow {
    public:
     uint64_t Mixed(size_t i) const {
       return Mix64(key_state_ * power_[i] + row_[i]);
     }
-    // What Mixed(i) is made of, for loops that hash many identities at once:
-    // Mixed(i) == Mix64(key_state() * powers()[i] + offsets()[i]), and
-    // powers()[i] == common_power() for every i unless that is 0 (the
-    // identities differ in length; a power of the odd FNV prime is never 0).
     uint64_t key_state() const { return key_state_; }
-    const uint64_t* powers() const { return power_; }
-    const uint64_t* offsets() const { return row_; }
-    uint64_t common_power() const { return common_power_; }
 
    private:
     friend class IdentityTable;
+    friend struct internal::IdentityTableAccess;
     KeyRow(uint64_t key_state, const uint64_t* power, const uint64_t* row,
            uint64_t common_power)
         : key_state_(key_state),
@@ -105,11 +97,7 @@ class IdentityTable final {
   }
 
  private:
-  friend class internal::IdentityStore;
-  // From rows hashed ahead (each identity's p^m and D(l) in row order),
-  // transposed; `keep` owns the rows' identities.
-  IdentityTable(const internal::IdentityRow* const* rows, size_t n,
-                std::shared_ptr<const void> keep);
+  friend struct internal::IdentityTableAccess;
   void SetCommonPower();
 
   const uint64_t* Row(uint64_t key_state) const {

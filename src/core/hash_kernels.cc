@@ -24,6 +24,7 @@
 
 #include "candidate_hash.h"
 #include "hash_and_group.h"
+#include "identity_table_access.h"
 #include "largest_z.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
@@ -303,8 +304,9 @@ HWY_INLINE RowView TailOf(const RowView& r, size_t i, size_t n, Tail& t) {
 }
 
 HWY_INLINE RowView ViewOf(const IdentityTable::KeyRow& row) {
-  const uint64_t common = row.common_power();
-  return RowView{row.powers(), row.offsets(),
+  const uint64_t common = IdentityTableAccess::CommonPower(row);
+  return RowView{IdentityTableAccess::Powers(row),
+                 IdentityTableAccess::Offsets(row),
                  hn::Set(D(), row.key_state() * common), common != 0};
 }
 
@@ -514,7 +516,7 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
 template <size_t kGroups, bool kBits>
 void LeadPassOnRow(const IdentityTable::KeyRow& row, size_t n,
                    const uint8_t* bits, uint64_t* z, LaneLead* lead) {
-  if (row.common_power() != 0) {
+  if (IdentityTableAccess::CommonPower(row) != 0) {
     LeadPass<kGroups, kBits, true>(row, n, bits, z, lead);
   } else {
     LeadPass<kGroups, kBits, false>(row, n, bits, z, lead);

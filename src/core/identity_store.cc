@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "identity_table_access.h"
+
 namespace poise::internal {
 
 // One table's rows in its order: what the table keeps alive (its identity
@@ -88,8 +90,8 @@ std::shared_ptr<const IdentityTable> IdentityStore::Share(
         const std::shared_ptr<const Hold> keep(hold.release(),
                                                HoldDeleter{this});
         const Hold& held = *keep;
-        return std::shared_ptr<const IdentityTable>(
-            new IdentityTable(held.rows.data(), held.rows.size(), keep));
+        return IdentityTableAccess::FromRows(held.rows.data(), held.rows.size(),
+                                             keep);
       });
   if (built) {
     ++totals_.tables_built;

@@ -5,6 +5,7 @@
 
 #include "candidate_hash.h"
 #include "identity_store.h"
+#include "identity_table_access.h"
 #include "poise/types.h"
 
 namespace poise {
@@ -54,17 +55,21 @@ IdentityTable::IdentityTable(const std::vector<std::string_view>& identities)
   SetCommonPower();
 }
 
-IdentityTable::IdentityTable(const internal::IdentityRow* const* rows, size_t n,
-                             std::shared_ptr<const void> keep)
-    : size_(n),
-      power_(n),
-      offset_(new uint64_t[n * 256]),
-      identities_(n),
-      keep_(std::move(keep)) {
-  auto* const offset = const_cast<uint64_t*>(offset_.get());
+namespace internal {
+
+std::shared_ptr<const IdentityTable> IdentityTableAccess::FromRows(
+    const IdentityRow* const* rows, size_t n,
+    std::shared_ptr<const void> keep) {
+  auto table = std::make_shared<IdentityTable>();
+  table->size_ = n;
+  table->power_.resize(n);
+  table->identities_.resize(n);
+  auto* const offset = new uint64_t[n * 256];
+  table->offset_.reset(offset);
+  table->keep_ = std::move(keep);
   for (size_t i = 0; i < n; ++i) {
-    power_[i] = rows[i]->power;
-    identities_[i] = rows[i]->identity;
+    table->power_[i] = rows[i]->power;
+    table->identities_[i] = rows[i]->identity;
   }
   // The transposition, 8 identities at a time: for each l their 8 offsets
   // go to 8 consecutive words (one cache line, written once) from 8 rows
@@ -96,8 +101,11 @@ IdentityTable::IdentityTable(const internal::IdentityRow* const* rows, size_t n,
     const uint64_t* const r = rows[i0]->offset;
     for (size_t l = 0; l < 256; ++l) offset[l * n + i0] = r[l];
   }
-  SetCommonPower();
+  table->SetCommonPower();
+  return table;
 }
+
+}  // namespace internal
 
 // Identities of one length (addresses often are) share p^m: a pick may then
 // skip reading the powers.

@@ -21,6 +21,7 @@
 #include "src/core/candidate_hash.h"
 #include "src/core/contract.h"
 #include "src/core/hash_and_group.h"
+#include "src/core/identity_table_access.h"
 #include "src/core/largest_z.h"
 #include "test/core/test_util.h"
 
@@ -217,7 +218,8 @@ TEST_P(HashKernelsOnTarget, TableLeadersEqualTheScalarLoop) {
     const std::vector<std::string_view>& ids = random.ids;
     const IdentityTable& table = random.table;
     const size_t n = ids.size();
-    one_length += table.ForKey(0).common_power() != 0;
+    one_length +=
+        internal::IdentityTableAccess::CommonPower(table.ForKey(0)) != 0;
     const uint64_t mode = rng() % 3;  // 0: all eligible, 1: some, 2: none
     const size_t bytes = (n + 7) / 8;
     const size_t groups = 2 + rng() % (internal::kMaxGroups - 1);

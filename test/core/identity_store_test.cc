@@ -15,6 +15,7 @@
 
 #include "poise/hash.h"
 #include "poise/identity_table.h"
+#include "src/core/identity_table_access.h"
 
 namespace poise::internal {
 namespace {
@@ -68,8 +69,8 @@ TEST(IdentityStore, TablesFromSharedRowsHashAsFreshTablesAndTheContract) {
     const std::vector<std::string_view> ids = Views(owned);
     const std::shared_ptr<const IdentityTable> table = store.Share(ids);
     ExpectSameHashes(*table, ids, rng);
-    EXPECT_EQ(table->ForKey(0).common_power(),
-              IdentityTable(ids).ForKey(0).common_power());
+    EXPECT_EQ(IdentityTableAccess::CommonPower(table->ForKey(0)),
+              IdentityTableAccess::CommonPower(IdentityTable(ids).ForKey(0)));
   }
 }
 

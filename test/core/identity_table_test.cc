@@ -10,6 +10,7 @@
 
 #include "poise/hash.h"
 #include "poise/rendezvous.h"
+#include "src/core/identity_table_access.h"
 
 namespace poise {
 namespace {
@@ -86,12 +87,15 @@ TEST(IdentityTable, CommonPowerOnlyForIdentitiesOfOneLength) {
   const std::vector<std::string_view> mixed = {"10.0.0.1:80", "10.0.0.10:80"};
   uint64_t p12 = 1;  // 11 identity bytes and the terminator
   for (int k = 0; k < 12; ++k) p12 *= kFnvPrime;
-  EXPECT_EQ(IdentityTable(same).ForKey(7).common_power(), p12);
-  EXPECT_EQ(IdentityTable(mixed).ForKey(7).common_power(), 0u);
-  EXPECT_EQ(IdentityTable().ForKey(7).common_power(), 0u);
+  using internal::IdentityTableAccess;
+  EXPECT_EQ(IdentityTableAccess::CommonPower(IdentityTable(same).ForKey(7)),
+            p12);
+  EXPECT_EQ(IdentityTableAccess::CommonPower(IdentityTable(mixed).ForKey(7)),
+            0u);
+  EXPECT_EQ(IdentityTableAccess::CommonPower(IdentityTable().ForKey(7)), 0u);
   const IdentityTable table(same);
   for (size_t i = 0; i < same.size(); ++i) {
-    EXPECT_EQ(table.ForKey(7).powers()[i], p12);
+    EXPECT_EQ(IdentityTableAccess::Powers(table.ForKey(7))[i], p12);
   }
 }
 
