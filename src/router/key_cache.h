@@ -22,7 +22,8 @@
 // hit since the set's last sweep is kept). Memory: kBytesPerEntry (64 + 2 + 2)
 // bytes per entry: 1.06 MiB at the default 16,384 entries (KeyCacheConfig,
 // src/router/config.h); the slots' pages are the kernel's zero pages until
-// an entry is written into them, so an idle cache holds 6 % of that.
+// an entry is written into them, so an idle cache holds only the tags and
+// the doorkeeper's signatures (4 of the 68 bytes per entry).
 //
 // Lock-free, for pickers called from many threads: every slot is a seqlock.
 // A writer takes a slot by a compare-and-swap of its version to odd (the
