@@ -89,7 +89,8 @@ inline void HashCandidatesScalar(uint64_t key_state, const Candidate* c,
 
 // The vector kernels (src/core/hash_kernels.cc): one Highway source compiled
 // for every target of the build (x86-64: SSE4, AVX2, AVX-512, EMU128;
-// AArch64: NEON, SVE), the best one the CPU runs chosen at the first call.
+// AArch64: NEON; the SVE targets are not compiled, hash_kernels.cc says why),
+// the best one the CPU runs chosen at the first call.
 
 // HashCandidatesScalar's z: by HashCandidatesInBlocks where the target has a
 // 64-bit lane product (AVX-512), else by the scalar chains (the faster
@@ -116,9 +117,9 @@ inline void HashCandidates(uint64_t key_state, const Candidate* c, size_t n,
   HashCandidatesScalar(key_state, c, n, z);
 }
 
-// The scalar reference of the leaders' kernels below (and what they run on
-// rows shorter than two vectors where the target has no 64-bit lane
-// product, as on AVX2: there the scalar loop is the faster): z[i] =
+// The scalar reference of the leaders' kernels below (and what the group
+// kernel runs on rows shorter than two vectors where the target has no
+// 64-bit lane product, as on AVX2: there the scalar loop is the faster): z[i] =
 // row.Mixed(i) for every i < n when `z` is given, and out[g] for g < groups
 // the LargestZ of the candidates in group g, offered in index order. One
 // group: candidate i is in it when bit i % 8 of bits[i / 8] is set (bits

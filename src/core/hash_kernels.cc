@@ -7,7 +7,7 @@
 //
 // All integer arithmetic, so every target gives the contract's z bit for bit
 // (test/core/hash_kernel_test.cc runs each one the CPU can run).
-//  - 64-bit lane products: native on AVX-512 (vpmullq), SVE and the
+//  - 64-bit lane products: native on AVX-512 (vpmullq) and the
 //    portable targets (EMU128, or SCALAR where GCC < 12.3 breaks EMU128);
 //    elsewhere three 32x32->64 products (MulEven) for a constant factor, two
 //    for the FNV prime (2^40 + 0x1b3: its high half is a shift).
@@ -59,7 +59,7 @@ using DI = hn::ScalableTag<int64_t>;
 using V = hn::Vec<D>;
 using VI = hn::Vec<DI>;
 
-// The most lanes a vector of this target holds (SVE: of any vector length).
+// The most lanes a vector of this target holds.
 constexpr size_t kMaxLanes = HWY_LANES(uint64_t);
 
 // Targets without a 64-bit lane product.
@@ -227,8 +227,9 @@ void HashCandidatesInBlocks(uint64_t key_state, const Candidate* c, size_t n,
 
 // The blocks pay only with a 64-bit lane product and several lanes: a
 // chain's step is then one vector multiply for all of them. Elsewhere (AVX2,
-// SSE4, NEON, the portable targets) the scalar chains are the faster (AVX2:
-// 1,430 against 993 ns at n = 100).
+// SSE4, NEON, the portable targets) the scalar chains are the faster: each
+// emulated product costs several 32-bit ones on the chain's critical path
+// (BM_Unbounded, hashing every identity per pick, on each target).
 void HashCandidatesVector(uint64_t key_state, const Candidate* c, size_t n,
                           uint64_t* z) {
   constexpr bool kBlocksPay = !POISE_EMULATED_MUL64 &&
@@ -409,38 +410,30 @@ HWY_INLINE void Offer(LaneLead& l, VI s, V index) {
 
 // The lanes' leads merged into one LargestZ (count left to the caller): the
 // largest z, the lowest index holding it, and the largest z of everything
-// else (another lane's equal z included: a tie).
+// else (another lane's equal z included: a tie). Reductions across the lanes
+// rather than a loop over them: which lane leads is random, so a loop's
+// comparisons mispredict.
 HWY_INLINE LargestZ Merge(const LaneLead& l) {
   const D d;
   const DI di;
-  const size_t lanes = hn::Lanes(d);
-  HWY_ALIGN int64_t m1[kMaxLanes];
-  HWY_ALIGN int64_t m2[kMaxLanes];
-  HWY_ALIGN uint64_t i1[kMaxLanes];
-  hn::Store(l.m1, di, m1);
-  hn::Store(l.m2, di, m2);
-  hn::Store(l.i1, d, i1);
   const auto unsigned_of = [](int64_t s) {
     return static_cast<uint64_t>(s) ^ (uint64_t{1} << 63);
   };
+  const VI top = hn::MaxOfLanes(di, l.m1);
   LargestZ lead = LargestZ::Empty();
-  uint64_t top = 0;
-  for (size_t k = 0; k < lanes; ++k) top = std::max(top, unsigned_of(m1[k]));
-  if (top == 0) return lead;  // no z > 0 was offered: nobody leads
-  size_t chosen = lanes;
-  for (size_t k = 0; k < lanes; ++k) {
-    if (unsigned_of(m1[k]) == top && (chosen == lanes || i1[k] < i1[chosen])) {
-      chosen = k;
-    }
+  lead.z = unsigned_of(hn::GetLane(top));
+  if (lead.z == 0) return LargestZ::Empty();  // no z > 0: nobody leads
+  const auto at_top = hn::Eq(l.m1, top);
+  const V top_indices =
+      hn::IfThenElse(hn::RebindMask(d, at_top), l.i1, hn::Set(d, ~uint64_t{0}));
+  lead.index = static_cast<size_t>(hn::GetLane(hn::MinOfLanes(d, top_indices)));
+  if (hn::CountTrue(di, at_top) > 1) {  // the other lane's z is the runner-up
+    lead.runner_up = lead.z;
+    return lead;
   }
-  uint64_t runner_up = 0;
-  for (size_t k = 0; k < lanes; ++k) {
-    runner_up = std::max(runner_up, unsigned_of(m2[k]));
-    if (k != chosen) runner_up = std::max(runner_up, unsigned_of(m1[k]));
-  }
-  lead.z = top;
-  lead.index = static_cast<size_t>(i1[chosen]);
-  lead.runner_up = runner_up;
+  const VI others = hn::IfThenElse(at_top, hn::Set(di, INT64_MIN), l.m1);
+  lead.runner_up =
+      unsigned_of(hn::GetLane(hn::MaxOfLanes(di, hn::Max(l.m2, others))));
   return lead;
 }
 
@@ -500,7 +493,17 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
     if (z != nullptr) hn::StoreU(x, d, z + i);
     offer(x, i, lanes);
   }
-  if (i != n) {
+  const bool overlap_tail = kGroups == 1 && !kBits && n >= lanes;
+  if (i != n && overlap_tail) {
+    // The last full vector again, its lanes offered before refused: no
+    // copy of the tail, and its loads stay within the row.
+    const size_t last = n - lanes;
+    const V x = mixed(view, last);
+    if (z != nullptr) hn::StoreU(x, d, z + last);
+    const V offered = hn::VecFromMask(d, hn::FirstN(d, i - last));
+    Offer(lead[0], hn::BitCast(di, hn::Xor(hn::AndNot(offered, x), flip)),
+          hn::Add(hn::Iota(d, 0), hn::Set(d, uint64_t{last})));
+  } else if (i != n) {
     Tail tail;
     const V x = mixed(TailOf(view, i, n, tail), 0);
     if (z != nullptr) {
@@ -523,22 +526,13 @@ void LeadPassOnRow(const IdentityTable::KeyRow& row, size_t n,
   }
 }
 
-// Rows shorter than two vectors go to the scalar loop where the target has
-// no 64-bit lane product: a few scalar multiplies cost less than the
-// vector pass's set-up and merge (AVX2: 74 against 85 ns a pick at n = 3).
-HWY_INLINE bool ScalarIsFaster(size_t n) {
-  return POISE_EMULATED_MUL64 && n < 2 * hn::Lanes(D());
-}
-
+// The one-weight leader takes the vector pass at every n, on every target:
+// its merge is a few reductions, cheaper than the scalar loop even for a
+// row shorter than one vector (BM_PreparedPick/3 against the same with the
+// scalar loop, AVX2 and AVX3).
 LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
                        const uint8_t* eligible_bits, size_t count,
                        uint64_t* z) {
-  if (ScalarIsFaster(n)) {
-    LargestZ out;
-    TableLeadsScalar(row, n, eligible_bits, 1, z, &out);
-    out.count = count;
-    return out;
-  }
   LaneLead lead;
   if (eligible_bits == nullptr) {
     LeadPassOnRow<1, false>(row, n, nullptr, z, &lead);
@@ -568,10 +562,18 @@ constexpr std::array<GroupLeadsFn, sizeof...(kMore)> GroupLeadsTable(
   return {&GroupLeads<kMore + 2>...};
 }
 
+// Group leaders of rows shorter than two vectors come from the scalar loop
+// where the target has no 64-bit lane product: there a few scalar multiplies
+// cost less than one pass that keeps and merges a lead per group
+// (BM_PreparedPickTwoWeights/3 on AVX2 against the vector pass).
+HWY_INLINE bool ScalarGroupsAreFaster(size_t n) {
+  return POISE_EMULATED_MUL64 && n < 2 * hn::Lanes(D());
+}
+
 void TableLargestZByGroup(const IdentityTable::KeyRow& row, size_t n,
                           const uint8_t* group_bits, size_t groups, uint64_t* z,
                           LargestZ* out) {
-  if (ScalarIsFaster(n)) {
+  if (ScalarGroupsAreFaster(n)) {
     TableLeadsScalar(row, n, group_bits, groups, z, out);
     for (size_t g = 0; g < groups; ++g) out[g].count = 0;
     return;
