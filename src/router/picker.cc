@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "src/core/key_order.h"
 
 namespace poise::router {
 namespace {
@@ -486,7 +487,7 @@ PickOutcome Picker::PickFleetBounded(std::string_view key,
                          }
                          return herding(i);
                        },
-                       Scratch(), PreparedCandidates::Reads::kAlongOrder);
+                       Scratch());
   // The rule left no backend with room: the bound alone decides (over the
   // loads' own sum should L's sum be behind them: RouteWithTotal).
   if (routed.ok() && routed.value().stale_total) {
@@ -609,11 +610,22 @@ Result<size_t> Picker::NthChoice(std::string_view key,
     // L as a first attempt counts it: each backend up to its own bound.
     bool without_report = false;
     const uint64_t own_total = scope_total_->Load();
-    return NthWithRoomForTotal(
-        bounded_policy_, key, candidates, ready_.table(),
-        OthersSum(now_ns, own_total, &without_report) + own_total,
-        [this, now_ns](size_t i) { return FleetLoadOf(i, now_ns); }, n,
-        Scratch());
+    struct View {
+      const Picker& picker;
+      const std::vector<Candidate>& candidates;
+      int64_t now_ns;
+      uint64_t Load(size_t i) const { return picker.FleetLoadOf(i, now_ns); }
+      bool Admits(size_t i) const { return candidates[i].IsEligible(); }
+    } view{*this, candidates, now_ns};
+    Result<internal::KeyOrder> order =
+        internal::KeyOrder::Hashed(ready_.list(), key, Scratch());
+    if (!order.ok()) return order.error();
+    const Result<internal::Walked> walked = internal::WalkToNthWithRoom(
+        order.value(), bounded_policy_.factor_percent(),
+        OthersSum(now_ns, own_total, &without_report) + own_total, view, n,
+        internal::Reads::kVisited, Scratch());
+    if (!walked.ok()) return walked.error();
+    return walked.value().selection;
   }
   if (bounded_) {
     const Result<Decision> d = bounded_policy_.DecideNth(
