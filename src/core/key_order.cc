@@ -234,6 +234,16 @@ size_t KeyOrder::NextHashed(DecisionScratch& scratch) {
 }
 
 size_t KeyOrder::Yielded(size_t j, DecisionScratch& scratch) const {
+  if (mode_ == Mode::kPrefix) {  // the j-th eligible of the prefix
+    const std::vector<Candidate>& candidates = list_->candidates;
+    for (size_t at = 0; at < prefix_at_; ++at) {
+      const size_t i = prefix_[at];
+      if (i < candidates.size() && candidates[i].IsEligible() && j-- == 0) {
+        return i;
+      }
+    }
+    return kNone;
+  }
   if (ranked_) return RankedOrder()[j];
   if (!walk_started_) return owner_;  // only the owner was returned
   return scratch.list()[j];

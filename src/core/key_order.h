@@ -55,8 +55,7 @@ class KeyOrder final {
   // after the last (or on an error, error()).
   size_t Next(DecisionScratch& scratch);
 
-  // How many Next() returned, and the j-th of them (j < yielded()), once
-  // the order was hashed (from_prefix() false).
+  // How many Next() returned, and the j-th of them (j < yielded()).
   size_t yielded() const { return yielded_; }
   size_t Yielded(size_t j, DecisionScratch& scratch) const;
 
