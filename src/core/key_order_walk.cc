@@ -194,16 +194,12 @@ WalkStep StepFromHeads(const Walk& walk, const uint64_t* z, const size_t* order,
 
 }  // namespace
 
-Walk StartWalk(const PreparedList& list, uint32_t factor_percent,
-               uint64_t total_load, size_t owner, DecisionScratch& scratch,
+Walk StartWalk(const PreparedList& list, size_t owner, DecisionScratch& scratch,
                size_t quota) {
   Walk walk;
   walk.groups = list.path == ListPath::kTwoWeights ? 2 : 1;
-  for (size_t k = 0; k < 2; ++k) {
-    walk.weights[k] = list.weights[k];
-    walk.bounds[k] =
-        Bound(factor_percent, total_load, list.weights[k], list.total_weight);
-  }
+  walk.weights[0] = list.weights[0];
+  walk.weights[1] = list.weights[1];
   walk.owner = owner;
   walk.threshold = quota == kSurvivorQuota
                        ? list.survivor_threshold
@@ -235,45 +231,6 @@ WalkStep NextInKeyOrder(const PreparedList& list, Walk& walk,
     walk.threshold = SurvivorThreshold(list.eligible.size(), walk.quota);
     AppendSurvivorLevel(list, walk, scratch, ceiling);
   }
-}
-
-size_t FirstWithRoomOfAll(const PreparedList& list, const Walk& walk,
-                          DecisionScratch& scratch) {
-  const uint64_t* const z = scratch.hashes();
-  const uint64_t* const loads = scratch.loads();
-  LargestZ best[2] = {LargestZ::Empty(), LargestZ::Empty()};
-  for (const uint32_t i : list.eligible) {
-    const size_t k = walk.groups == 1 ? 0 : list.has_second[i];
-    best[k].Offer(z[i], i, walk.bounds[k].HasRoom(loads[i]));
-  }
-  // A weight with nobody with room drops out.
-  const bool some[2] = {best[0].count != 0, best[1].count != 0};
-  if (!some[0] && !some[1]) return kNone;  // a stale total
-  for (size_t k = 0; k < 2; ++k) {
-    if (some[k] && !ClearOfRunnerUp(best[k])) return kNone;
-  }
-  if (!some[1]) return best[0].index;
-  if (!some[0]) return best[1].index;
-  return FirstIsBetter(best[0], walk.weights[0], best[1], walk.weights[1])
-             ? best[0].index
-             : best[1].index;
-}
-
-size_t ListUnvisited(const PreparedList& list, const Walk& walk,
-                     DecisionScratch& scratch) {
-  size_t* const order = scratch.list();
-  std::sort(order, order + walk.visited);
-  size_t unvisited = 0;
-  const size_t* visited = order;
-  const size_t* const visited_end = order + walk.visited;
-  for (const uint32_t i : list.eligible) {
-    if (visited != visited_end && *visited == i) {
-      ++visited;
-      continue;
-    }
-    order[walk.visited + unvisited++] = i;
-  }
-  return unvisited;
 }
 
 }  // namespace poise::internal

@@ -60,6 +60,8 @@ class PreparedCandidates final {
     // its slot and the total), so no candidate had room under it; the
     // bounds then came from the sum of the loads read instead.
     bool stale_total;
+    // The selection's capacity under the bounds that chose it (saturated).
+    uint64_t capacity = 0;
   };
 
   // Reads candidate i's load for RouteWithTotal: any callable size_t ->
@@ -73,6 +75,9 @@ class PreparedCandidates final {
             return static_cast<uint64_t>((*static_cast<const Fn*>(context))(i));
           }) {}
     uint64_t operator()(size_t i) const { return read_(context_, i); }
+    // As a load view of the core's walk (key_order.h).
+    uint64_t Load(size_t i) const { return (*this)(i); }
+    static bool Admits(size_t) { return true; }
 
    private:
     const void* context_;
@@ -81,77 +86,51 @@ class PreparedCandidates final {
 
   // The bounded decision when the caller knows `total_load` (T), the calls
   // in flight every bound counts (a load scope's, kept in one counter),
-  // rather than the sum of the candidates' loads (the contract's K9). The
-  // selection is the first eligible candidate in the key's order whose
-  // load is below its Bound for T:
-  //  - the owner's load is read first; with room, the owner is the selection
-  //    (one load read);
-  //  - otherwise, on lists of 512 or more eligible candidates, the key's
-  //    order is walked from the owner (key_order_walk.h), reading the loads
-  //    of the candidates visited, each once, up to the first with room or
-  //    n / 32 of them (a mostly saturated list); then, and at once on
-  //    shorter lists, every other eligible load is read and the first with
-  //    room comes from one pass over all of them
-  //    (WalkVisitsBeforeReadingAll);
-  //  - with T equal to the sum of the eligible loads this is exactly
-  //    Decide()'s affinity, selection and spilled;
-  //  - a stale T (no candidate has room: T below the loads' sum) answers as
-  //    Decide() on the loads, having read every one, with `stale_total`;
-  //  - where the short paths cannot order two candidates of one weight
-  //    (their z within 2^-30 of each other, or duplicate identities), and
-  //    on the general path, the general search answers by the same rule,
-  //    having read every eligible load once.
-  // Errors: those of Decide(), except that loads summing past 2^64 - 1 are
-  // no error unless T is stale; T = 2^64 - 1 is kLoadOverflow.
+  // rather than the sum of the candidates' loads (the contract's K9): the
+  // first eligible candidate in the key's order whose load is below its
+  // Bound for T, by the one walk of src/core/key_order.h (the key hashed
+  // once). It reads the loads of the candidates it visits, the owner first,
+  // each once, and no other (under serverLoad each read is an ask,
+  // fleet_load.h; and reading every load at once is no faster,
+  // bench/core_bench.cc BM_PairedSaturated). With T equal to the sum of the
+  // eligible loads this is exactly Decide()'s affinity, selection and
+  // spilled; a stale T (no candidate has room: T below the loads' sum)
+  // answers as Decide() on the loads, having read every one, with
+  // `stale_total`. Errors: those of Decide(), except that loads summing
+  // past 2^64 - 1 are no error unless T is stale; T = 2^64 - 1 is
+  // kLoadOverflow.
   //
   // The router's form reads `counters[i]->Load()`; the other any reader.
   Result<Routed> RouteWithTotal(const BoundedLoadRendezvous& bounded,
                                 std::string_view key, uint64_t total_load,
                                 const InFlightCounter* const* counters,
                                 DecisionScratch& scratch) const;
-
-  // Which loads RouteWithTotal reads after a full owner. kCheapest: as
-  // above (every load at once below 512 candidates, and on the general
-  // path). kAlongOrder: only those of the candidates before the selection
-  // in the key's order and the selection's, for a reader whose reads are
-  // not free of effect (serverLoad: each read is an ask, fleet_load.h); on
-  // the general path the contract's ranking is computed for it (exact
-  // scores, O(n log n)). Either way the answer is the same. Should a walk
-  // meet two z it cannot order (within 2^-30 of each other, fewer than one
-  // pick in 2^20 at n = 1,000) it reads the rest too.
-  enum class Reads : uint8_t { kCheapest, kAlongOrder };
   Result<Routed> RouteWithTotal(const BoundedLoadRendezvous& bounded,
                                 std::string_view key, uint64_t total_load,
-                                LoadReader load, DecisionScratch& scratch,
-                                Reads reads = Reads::kCheapest) const;
+                                LoadReader load,
+                                DecisionScratch& scratch) const;
 
-  // How many candidates after a full owner RouteWithTotal's walk visits, at
-  // most, before it reads every load (the same answers whatever the
-  // number). Unset: WalkVisitsBeforeReadingAll (key_order_walk.h); 0: every
-  // load is read as soon as the owner is full (the route before the walk,
-  // which the benchmarks compare against). Set it before sharing the list.
-  void set_walk_visits(size_t visits);
+  // A retry's k-th choice when the caller knows `total_load`, the calls in
+  // flight every bound counts (serverLoad's L, capped per backend), rather
+  // than the sum of the loads (BoundedLoadRendezvous::DecideNth): among the
+  // eligible candidates whose load is below its Bound for the total, the
+  // (n mod m + 1)-th of those m in the key's order; with none (a stale
+  // total), DecideNth's selection on the same loads. The same walk as
+  // RouteWithTotal with another stop: it reads the loads of the candidates
+  // it visits, every eligible one only for an n past m or a stale total.
+  // Errors: RouteWithTotal's.
+  Result<Routed> NthWithRoomForTotal(const BoundedLoadRendezvous& bounded,
+                                     std::string_view key, uint64_t total_load,
+                                     LoadReader load, size_t n,
+                                     DecisionScratch& scratch) const;
+
+  // The prepared list, for the walk of src/core/key_order.h (the router
+  // runs it with its own load views).
+  const internal::PreparedList& list() const { return list_; }
 
  private:
   internal::PreparedList list_;
-  size_t walk_visits_ = static_cast<size_t>(-1);  // see set_walk_visits
 };
-
-// A retry's k-th choice when the caller knows `total_load`, the calls in
-// flight every bound counts (serverLoad's L, capped per backend), rather
-// than the sum of the loads (BoundedLoadRendezvous::DecideNth): among the
-// eligible `candidates` whose load is below its Bound for the total, the
-// (n mod m + 1)-th of those m in the key's order; with none (a stale total),
-// DecideNth's selection on the same loads. Reads every eligible load once.
-// Errors: kTableMismatch, then DecideNth's (an empty list, none eligible,
-// weights past 2^64 - 1), then kLoadOverflow for a total of 2^64 - 1.
-Result<size_t> NthWithRoomForTotal(const BoundedLoadRendezvous& bounded,
-                                   std::string_view key,
-                                   const std::vector<Candidate>& candidates,
-                                   const IdentityTable& table,
-                                   uint64_t total_load,
-                                   PreparedCandidates::LoadReader load,
-                                   size_t n, DecisionScratch& scratch);
 
 }  // namespace poise
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "src/core/key_order.h"
 
 namespace poise::router {
 namespace {
@@ -27,23 +28,6 @@ DecisionScratch& Scratch() {
   thread_local DecisionScratch scratch;
   return scratch;
 }
-
-// The backends a bounded pick lost at their slots, at most one per race.
-template <size_t kCapacity>
-class LostSlots final {
- public:
-  bool empty() const { return count_ == 0; }
-  bool Has(size_t i) const {
-    return std::find(slots_.begin(), slots_.begin() + count_, i) !=
-           slots_.begin() + count_;
-  }
-  void Add(size_t i) { slots_[count_++] = static_cast<uint32_t>(i); }
-  void Clear() { count_ = 0; }
-
- private:
-  std::array<uint32_t, kCapacity> slots_;
-  size_t count_ = 0;
-};
 
 }  // namespace
 
@@ -108,14 +92,12 @@ Picker::Picker(std::shared_ptr<const Config> config,
     : config_(std::move(config)),
       list_(std::move(list)),
       stats_(std::move(stats)),
-      bounded_(config_->bounded),
+      rule_(!config_->bounded                  ? LoadRule::kNone
+            : config_->server_load.has_value() ? LoadRule::kFleet
+                                               : LoadRule::kScope),
       track_load_(config_->tracks_load()),
       limit_(config_->max_in_flight_per_backend.value_or(
           InFlightCounter::kNoLimit)),
-      fleet_(config_->bounded && config_->server_load.has_value()),
-      max_report_age_ns_(fleet_ ? absl::ToInt64Nanoseconds(
-                                      config_->server_load->max_report_age)
-                                : 0),
       // A validated factor is at least the minimum; the default otherwise.
       bounded_policy_(
           BoundedLoadRendezvous::Create(config_->balance_factor_percent)
@@ -131,18 +113,19 @@ Picker::Picker(std::shared_ptr<const Config> config,
                           /*ready_only=*/true),
              list_->table),
       key_cache_(KeyCacheFor(*config_, *list_, effective_weights)) {
-  // W of the bounds, for holding them at the slot.
+  // W of the fleet's bounds (0: it does not fit in 64 bits; every pick
+  // then fails with the core's kWeightOverflow).
   uint64_t w = 0;
   bool fits = true;
   for (const Candidate& c : ready_.candidates()) {
     if (c.eligible) fits &= !__builtin_add_overflow(w, uint64_t{c.weight}, &w);
     ready_count_ += c.IsEligible() ? 1 : 0;
   }
-  ready_weight_ = fits ? w : 0;
   computes_orders_ = key_cache_ != nullptr &&
                      ready_count_ == list_->backends.size() &&
                      ready_.path() != PreparedCandidates::Path::kGeneral;
-  stats_->server_load.store(fleet_, std::memory_order_relaxed);
+  stats_->server_load.store(rule_ == LoadRule::kFleet,
+                            std::memory_order_relaxed);
   counters_.reserve(list_->backends.size());
   pending_.reserve(list_->backends.size());
   for (size_t i = 0; i < list_->backends.size(); ++i) {
@@ -151,6 +134,18 @@ Picker::Picker(std::shared_ptr<const Config> config,
         i >= states.size() || states[i].routing == RoutingState::kPending;
     pending_.push_back(pending);
     counters_.push_back(list_->backends[i].cell->in_flight);
+  }
+  if (rule_ == LoadRule::kFleet) {
+    std::vector<bool> ready;
+    std::vector<uint32_t> weights;
+    for (const Candidate& c : ready_.candidates()) {
+      ready.push_back(c.IsEligible());
+      weights.push_back(c.weight);
+    }
+    fleet_ = std::make_unique<const FleetLoads>(
+        *list_, std::move(ready), std::move(weights), fits ? w : 0,
+        bounded_policy_.factor_percent(),
+        absl::ToInt64Nanoseconds(config_->server_load->max_report_age), stats_);
   }
 }
 
@@ -182,18 +177,30 @@ PickOutcome Picker::Pick(const PickRequest& request) const {
 }
 
 PickOutcome Picker::PickForKey(std::string_view key) const {
-  if (key_cache_ != nullptr) {
-    KeyOrderPrefix prefix;
-    if (CachedOrder(key, &prefix)) {
-      std::optional<PickOutcome> outcome = PickAlong(key, prefix);
-      if (outcome.has_value()) return std::move(*outcome);
-    }
-  }
-  // P2: a pending owner holds its keys.
-  if (any_pending_ && OwnerIsPending(key)) {
+  KeyOrderPrefix prefix;
+  const bool cached = key_cache_ != nullptr && CachedOrder(key, &prefix);
+  // P2: a pending owner holds its keys (the prefix's first is the owner
+  // over every backend).
+  if (any_pending_ &&
+      (cached ? pending_[prefix.index[0]] != 0 : OwnerIsPending(key))) {
     return PickOutcome{PickOutcome::Queue{}};
   }
-  return bounded_ ? PickBounded(key) : PickUnbounded(key);
+  return PickFirst(key, cached ? &prefix : nullptr);
+}
+
+PickOutcome Picker::PickFirst(std::string_view key,
+                              const KeyOrderPrefix* prefix) const {
+  switch (rule_) {
+    case LoadRule::kNone:
+      return PickOwner(key, prefix);
+    case LoadRule::kScope: {
+      ScopeLoads view(counters_.data(), Filter());
+      return PickAlongOrder(key, prefix, view, scope_total_->Load(), 0, true);
+    }
+    case LoadRule::kFleet:
+      return PickFleet(key, prefix, 0);
+  }
+  return PickOwner(key, prefix);
 }
 
 bool Picker::CachedOrder(std::string_view key, KeyOrderPrefix* prefix) const {
@@ -223,63 +230,143 @@ bool Picker::InsertOrder(std::string_view key, KeyOrderPrefix* prefix) const {
   return true;
 }
 
-std::optional<PickOutcome> Picker::PickAlong(
-    std::string_view key, const KeyOrderPrefix& prefix) const {
-  // P2: the prefix's first is the owner over every backend.
-  if (any_pending_ && pending_[prefix.index[0]]) {
-    return PickOutcome{PickOutcome::Queue{}};
-  }
-  if (bounded_) return PickBounded(key, &prefix);
-  // P3: the first READY one (the first, where every backend is).
-  if (ready_count_ == list_->backends.size()) {
-    return TakeOwner(key, prefix.index[0], true);
-  }
-  for (size_t j = 0; j < prefix.size; ++j) {
-    const size_t i = prefix.index[j];
-    if (ready_.candidates()[i].IsEligible()) return TakeOwner(key, i, true);
-  }
-  return std::nullopt;
-}
-
-std::optional<PreparedCandidates::Routed> Picker::RouteAlong(
-    const KeyOrderPrefix& prefix, uint64_t total_load,
-    PreparedCandidates::LoadReader load) const {
-  // Where the core would report an error, it answers.
-  if (ready_weight_ == 0 || total_load == UINT64_MAX) return std::nullopt;
-  const std::vector<Candidate>& candidates = ready_.candidates();
-  std::optional<size_t> affinity;
-  for (size_t j = 0; j < prefix.size; ++j) {
-    const size_t i = prefix.index[j];
-    if (!candidates[i].IsEligible()) continue;
-    if (!affinity.has_value()) affinity = i;
-    const Bound bound = bounded_policy_.BoundFor(
-        total_load, candidates[i].weight, ready_weight_);
-    if (bound.HasRoom(load(i))) {
-      return PreparedCandidates::Routed{*affinity, i, i != *affinity, false};
+PickOutcome Picker::PickOwner(std::string_view key,
+                              const KeyOrderPrefix* prefix) const {
+  // P3: the owner among the READY backends, the prefix's first READY one
+  // where it has one.
+  size_t owner = internal::kNone;
+  if (prefix != nullptr) {
+    for (size_t j = 0; j < prefix->size && owner == internal::kNone; ++j) {
+      const size_t i = prefix->index[j];
+      if (ready_.candidates()[i].IsEligible()) owner = i;
     }
   }
-  return std::nullopt;
+  const bool from_cache = owner != internal::kNone;
+  if (!from_cache) {
+    const Result<size_t> chosen = ready_.Pick(key);
+    if (!chosen.ok()) return Fail(RouteError(chosen.error()));
+    owner = chosen.value();
+  }
+  if (!track_load_)
+    return Complete(owner, false, InFlightGuard(), from_cache, 0);
+  InFlightGuard slot = TryAcquire(owner);
+  if (slot.held())
+    return Complete(owner, false, std::move(slot), from_cache, 0);
+  // P4: the owner at the limit; the walk without it.
+  NoLoads view(Filter());
+  view.filter().Lose(owner);
+  return PickAlongOrder(key, from_cache ? prefix : nullptr, view,
+                        scope_total_->Load(), 0, true);
 }
 
-std::optional<size_t> Picker::NthAlong(const KeyOrderPrefix& prefix,
-                                       const std::vector<Candidate>& candidates,
-                                       size_t n) {
-  const auto eligible = static_cast<size_t>(
-      std::count_if(candidates.begin(), candidates.end(),
-                    [](const Candidate& c) { return c.IsEligible(); }));
-  if (eligible == 0) return std::nullopt;
-  size_t remaining = n % eligible;
-  for (size_t j = 0; j < prefix.size; ++j) {
-    const size_t i = prefix.index[j];
-    if (!candidates[i].IsEligible()) continue;
-    if (remaining == 0) return i;
-    --remaining;
+PickOutcome Picker::PickFleet(std::string_view key,
+                              const KeyOrderPrefix* prefix, size_t nth) const {
+  const int64_t now_ns = FleetNowNs();
+  const uint64_t own_total = scope_total_->Load();
+  bool without_report = false;
+  const uint64_t total = fleet_->Total(now_ns, own_total, &without_report);
+  const bool first_attempt = nth == 0;
+  if (without_report && first_attempt) {
+    stats_->picks_without_some_report.fetch_add(1, std::memory_order_relaxed);
   }
-  return std::nullopt;
+  // A first attempt by the herding rule; a retry by the bound alone.
+  FleetLoads::View view(*fleet_, now_ns, total, own_total, first_attempt,
+                        Filter());
+  return PickAlongOrder(key, prefix, view, total, nth, first_attempt);
+}
+
+// The one walk of every mode: along the key's order (from the cache's prefix
+// where given, hashed once otherwise) to the (nth + 1)-th backend with room
+// by `view`, then its slot. A slot lost to another pick goes on along the
+// same order.
+template <typename View>
+PickOutcome Picker::PickAlongOrder(std::string_view key,
+                                   const KeyOrderPrefix* prefix, View& view,
+                                   uint64_t total, size_t nth,
+                                   bool first_attempt) const {
+  DecisionScratch& scratch = Scratch();
+  const internal::PreparedList& list = ready_.list();
+  Result<internal::KeyOrder> order =
+      prefix != nullptr
+          ? Result<internal::KeyOrder>(internal::KeyOrder::AlongPrefix(
+                list, key, prefix->index, prefix->size))
+          : internal::KeyOrder::Hashed(list, key, scratch);
+  if (!order.ok()) return Fail(RouteError(order.error()));
+  const uint32_t factor = bounded_policy_.factor_percent();
+  Result<internal::Walked> walked =
+      internal::WalkToNthWithRoom(order.value(), factor, total, view, nth,
+                                  internal::Reads::kVisited, scratch);
+  // The herding rule left no room anywhere: the bound alone decides.
+  if (walked.ok() && walked.value().stale_total && view.DropRule()) {
+    order = internal::KeyOrder::Hashed(list, key, scratch);
+    if (!order.ok()) return Fail(RouteError(order.error()));
+    walked =
+        internal::WalkToNthWithRoom(order.value(), factor, total, view, nth,
+                                    internal::Reads::kVisited, scratch);
+  }
+  if (!walked.ok()) return NoneAdmitted(walked.error(), view.filter());
+  const size_t owner = walked.value().owner;
+  // The bound holds at the slot on a first attempt of the scope's counts:
+  // channels of one scope pick at the same time, so the selection may have
+  // filled to its bound since its load was read. Each such loss is another
+  // pick's win; after kMaxBoundRaces of them the pick takes its choice
+  // regardless (it never fails or waits for a race).
+  const bool hold_bound = first_attempt && rule_ == LoadRule::kScope;
+  for (int race = 0;; ++race) {
+    const internal::Walked& w = walked.value();
+    const size_t s = w.selection;
+    const bool spilled = first_attempt && s != owner;
+    const uint64_t bound = rule_ == LoadRule::kNone ? 0 : w.capacity;
+    if (!track_load_) {
+      return Complete(s, spilled, InFlightGuard(), order.value().from_prefix(),
+                      bound);
+    }
+    InFlightGuard slot = hold_bound && race < kMaxBoundRaces
+                             ? TryAcquireWithinBound(s, w.capacity)
+                             : TryAcquire(s);
+    if (slot.held()) {
+      return Complete(s, spilled, std::move(slot), order.value().from_prefix(),
+                      bound);
+    }
+    view.filter().Lose(s);
+    walked = internal::WalkToNthWithRoom(order.value(), factor, total, view, 0,
+                                         internal::Reads::kVisited, scratch);
+    if (!walked.ok() || walked.value().stale_total) {
+      // Everyone with room lost or at the limit: the first in the key's
+      // order that takes a slot, past every bound.
+      return TakeAnyAlong(order.value(), owner, first_attempt, view.filter());
+    }
+    walked.value().owner = owner;
+  }
+}
+
+PickOutcome Picker::TakeAnyAlong(internal::KeyOrder& order, size_t owner,
+                                 bool first_attempt,
+                                 const SlotFilter& filter) const {
+  DecisionScratch& scratch = Scratch();
+  for (size_t j = 0; j < order.yielded(); ++j) {
+    const size_t i = order.Yielded(j, scratch);
+    if (!filter.Admits(i)) continue;
+    InFlightGuard slot = TryAcquire(i);
+    if (slot.held()) {
+      return Complete(i, first_attempt && i != owner, std::move(slot), false,
+                      0);
+    }
+  }
+  return Exhausted();
+}
+
+PickOutcome Picker::NoneAdmitted(PickError error,
+                                 const SlotFilter& filter) const {
+  if (error == PickError::kNoEligibleCandidates && filter.limited() &&
+      ready_count_ != 0) {
+    return Exhausted();
+  }
+  return Fail(RouteError(error));
 }
 
 PickOutcome Picker::Complete(size_t index, bool spilled, InFlightGuard slot,
-                             bool from_cache) const {
+                             bool from_cache, uint64_t bound) const {
   BackendCell& cell = *list_->backends[index].cell;
   stats_->picks.fetch_add(1, std::memory_order_relaxed);
   cell.picks.fetch_add(1, std::memory_order_relaxed);
@@ -287,220 +374,8 @@ PickOutcome Picker::Complete(size_t index, bool spilled, InFlightGuard slot,
     stats_->spills.fetch_add(1, std::memory_order_relaxed);
     cell.counts.Get().spilled_in.fetch_add(1, std::memory_order_relaxed);
   }
-  return PickOutcome{
-      PickOutcome::Complete{index, spilled, std::move(slot), from_cache}};
-}
-
-PickOutcome Picker::PickUnbounded(std::string_view key) const {
-  // P3: the owner among the READY backends.
-  const Result<size_t> chosen = ready_.Pick(key);
-  if (!chosen.ok()) return Fail(RouteError(chosen.error()));
-  return TakeOwner(key, chosen.value(), false);
-}
-
-PickOutcome Picker::TakeOwner(std::string_view key, size_t owner,
-                              bool from_cache) const {
-  if (!track_load_) return Complete(owner, false, InFlightGuard(), from_cache);
-  // P4: a slot, else the slow path of the limit.
-  InFlightGuard slot = TryAcquire(owner);
-  if (slot.held()) return Complete(owner, false, std::move(slot), from_cache);
-  return PickWithinLimit(key, owner);
-}
-
-PickOutcome Picker::PickBounded(std::string_view key,
-                                const KeyOrderPrefix* prefix) const {
-  if (fleet_) return PickFleetBounded(key, prefix);
-  // The backends this pick lost at their slots (below). Each was at its
-  // bound when tried, so the rest of the pick reads it as full and goes on
-  // along the key's order: deciding again on fresh loads, a pick could see
-  // the same slot free once more, freed and taken back by a faster picker,
-  // and lose it every time.
-  LostSlots<kMaxBoundRaces> lost;
-  uint64_t total = 0;
-  const auto load = [&](size_t i) {
-    return lost.Has(i) ? LoadOfAFull(i, total) : counters_[i]->Load();
-  };
-  for (int race = 0;; ++race) {
-    // Bounds from the scope's total: the decision reads only the counters
-    // of the candidates it visits in the key's order (each a cold cache
-    // line), and falls back to their sum when slots were taken between the
-    // total's read and theirs (PreparedCandidates::RouteWithTotal). Along
-    // the key's cached order where it has one.
-    total = scope_total_->Load();
-    std::optional<PreparedCandidates::Routed> along;
-    if (prefix != nullptr) along = RouteAlong(*prefix, total, load);
-    const bool from_cache = along.has_value();
-    const Result<PreparedCandidates::Routed> routed =
-        from_cache     ? Result<PreparedCandidates::Routed>(*along)
-        : lost.empty() ? ready_.RouteWithTotal(bounded_policy_, key, total,
-                                               counters_.data(), Scratch())
-                       : ready_.RouteWithTotal(bounded_policy_, key, total,
-                                               load, Scratch());
-    if (!routed.ok()) return Fail(RouteError(routed.error()));
-    const PreparedCandidates::Routed& d = routed.value();
-    // The bound holds at the slot: channels of one scope pick at the same
-    // time, so the selection may have filled to its bound since its load
-    // was read; then the choice is made again. Each such loss is another
-    // pick's win; after kMaxBoundRaces of them in a row the pick takes its
-    // choice regardless (it never fails or waits for a race).
-    const bool last_race = ready_weight_ == 0 || race == kMaxBoundRaces;
-    // A stale total (the decision fell back to the loads' sum) is read
-    // again: the sum's bound is not the scope's, and its reads, not one
-    // snapshot, may count a call twice. The backends lost under the old
-    // total may have room under the new one.
-    if (d.stale_total && !last_race) {
-      lost.Clear();
-      continue;
-    }
-    InFlightGuard slot = last_race ? TryAcquire(d.selection)
-                                   : TryAcquireWithinBound(d.selection, total);
-    if (slot.held()) {
-      return Complete(d.selection, d.spilled, std::move(slot), from_cache);
-    }
-    if (last_race || (limit_ != InFlightCounter::kNoLimit &&
-                      counters_[d.selection]->Load() >= limit_)) {
-      return PickWithinLimit(key, d.affinity);
-    }
-    lost.Add(d.selection);
-  }
-}
-
-uint64_t Picker::LoadOfAFull(size_t i, uint64_t total) const {
-  const UInt128 capacity =
-      bounded_policy_
-          .BoundFor(total, ready_.candidates()[i].weight, ready_weight_)
-          .Capacity();
-  return capacity > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(capacity);
-}
-
-// ---------------------------------------------------------------------------
-// serverLoad (P7)
-
-uint64_t Picker::FleetLoadOf(size_t i, int64_t now_ns,
-                             std::optional<FreshReport>* report) const {
-  const std::optional<FreshReport> fresh =
-      list_->backends[i].cell->fleet().report.Fresh(now_ns, max_report_age_ns_);
-  if (report != nullptr) *report = fresh;
-  return FleetEstimate(fresh, counters_[i]->Load());
-}
-
-uint64_t Picker::OthersSum(int64_t now_ns, uint64_t own_total,
-                           bool* without_report) const {
-  const int64_t at = others_sum_at_ns_.load(std::memory_order_acquire);
-  if (at != ReportSlot::kNever && now_ns - at < kFleetSumPeriodNs &&
-      now_ns >= at) {
-    *without_report =
-        others_sum_without_report_.load(std::memory_order_relaxed);
-    return others_sum_.load(std::memory_order_relaxed);
-  }
-  // Every READY backend's others part (0 without a fresh report) and own
-  // count, then L from them with each capped (OthersPartOfL).
-  thread_local std::vector<LoadPart> parts;
-  thread_local std::vector<size_t> backends;
-  parts.clear();
-  backends.clear();
-  bool without = false;
-  const std::vector<Candidate>& candidates = ready_.candidates();
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (!candidates[i].eligible) continue;
-    const std::optional<FreshReport> report =
-        list_->backends[i].cell->fleet().report.Fresh(now_ns,
-                                                      max_report_age_ns_);
-    without |= !report.has_value();
-    parts.push_back({report.has_value() ? report->others : 0,
-                     counters_[i]->Load(), candidates[i].weight});
-    backends.push_back(i);
-  }
-  const uint64_t sum = OthersPartOfL(
-      parts, own_total, bounded_policy_.factor_percent(), ready_weight_);
-  for (size_t p = 0; p < parts.size(); ++p) {
-    if (!parts[p].capped) continue;
-    stats_->capped_load_reports.fetch_add(1, std::memory_order_relaxed);
-    list_->backends[backends[p]].cell->fleet().capped.fetch_add(
-        1, std::memory_order_relaxed);
-  }
-  others_sum_.store(sum, std::memory_order_relaxed);
-  others_sum_without_report_.store(without, std::memory_order_relaxed);
-  others_sum_at_ns_.store(now_ns, std::memory_order_release);
-  *without_report = without;
-  return sum;
-}
-
-PickOutcome Picker::PickFleetBounded(std::string_view key,
-                                     const KeyOrderPrefix* prefix) const {
-  const int64_t now_ns = FleetNowNs();
-  bool without_report = false;
-  const uint64_t own_total = scope_total_->Load();
-  // L: the others' calls as reported plus this client's own now.
-  const uint64_t total =
-      OthersSum(now_ns, own_total, &without_report) + own_total;
-  if (without_report) {
-    stats_->picks_without_some_report.fetch_add(1, std::memory_order_relaxed);
-  }
-  // This client's part of the fleet's calls, the pick's own call counted.
-  const double share =
-      static_cast<double>(own_total + 1) / static_cast<double>(total + 1);
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  // A visited backend's load by the herding rule. Each read is an ask: the
-  // decision reads only the backends it visits in the key's order
-  // (Reads::kAlongOrder), or the rule would see this client ask for every
-  // backend and refuse the owners' room.
-  const auto herding = [&](size_t i) -> uint64_t {
-    const double asks =
-        list_->backends[i].cell->fleet().asks.Ask(now_ns, max_report_age_ns_);
-    const std::optional<FreshReport> report =
-        list_->backends[i].cell->fleet().report.Fresh(now_ns,
-                                                      max_report_age_ns_);
-    const UInt128 capacity =
-        ready_weight_ == 0
-            ? 0
-            : bounded_policy_
-                  .BoundFor(total, ready_.candidates()[i].weight, ready_weight_)
-                  .Capacity();
-    return HerdingLoad(report, counters_[i]->Load(), capacity, share, asks,
-                       static_cast<double>(rng() >> 11) * 0x1p-53);
-  };
-  // Along the key's cached order first, where it has one. Each backend's
-  // herding load is read once per pick: the ones read along the prefix are
-  // read from `along_prefix` again if the whole order must be searched.
-  std::optional<PreparedCandidates::Routed> along;
-  size_t read = 0;
-  std::pair<size_t, uint64_t> along_prefix[KeyOrderPrefix::kCapacity];
-  if (prefix != nullptr) {
-    along = RouteAlong(*prefix, total, [&](size_t i) {
-      const uint64_t load = herding(i);
-      along_prefix[read++] = {i, load};
-      return load;
-    });
-  }
-  const bool from_cache = along.has_value();
-  Result<PreparedCandidates::Routed> routed =
-      from_cache ? Result<PreparedCandidates::Routed>(*along)
-                 : ready_.RouteWithTotal(
-                       bounded_policy_, key, total,
-                       [&](size_t i) {
-                         for (size_t r = 0; r < read; ++r) {
-                           if (along_prefix[r].first == i) {
-                             return along_prefix[r].second;
-                           }
-                         }
-                         return herding(i);
-                       },
-                       Scratch(), PreparedCandidates::Reads::kAlongOrder);
-  // The rule left no backend with room: the bound alone decides (over the
-  // loads' own sum should L's sum be behind them: RouteWithTotal).
-  if (routed.ok() && routed.value().stale_total) {
-    routed = ready_.RouteWithTotal(
-        bounded_policy_, key, total,
-        [this, now_ns](size_t i) { return FleetLoadOf(i, now_ns); }, Scratch());
-  }
-  if (!routed.ok()) return Fail(RouteError(routed.error()));
-  const PreparedCandidates::Routed& d = routed.value();
-  InFlightGuard slot = TryAcquire(d.selection);
-  if (slot.held()) {
-    return Complete(d.selection, d.spilled, std::move(slot), from_cache);
-  }
-  return PickWithinLimit(key, d.affinity);
+  return PickOutcome{PickOutcome::Complete{index, spilled, std::move(slot),
+                                           from_cache, bound}};
 }
 
 // ---------------------------------------------------------------------------
@@ -509,6 +384,12 @@ PickOutcome Picker::PickFleetBounded(std::string_view key,
 PickOutcome Picker::Fail(absl::Status status) const {
   stats_->failed_picks.fetch_add(1, std::memory_order_relaxed);
   return PickOutcome{PickOutcome::Fail{std::move(status)}};
+}
+
+PickOutcome Picker::Exhausted() const {
+  return Fail(absl::ResourceExhaustedError(
+      absl::StrCat("poise: every READY backend is at maxInFlightPerBackend (",
+                   limit_, " calls in flight)")));
 }
 
 bool Picker::OwnerIsPending(std::string_view key) const {
@@ -526,53 +407,7 @@ PickOutcome Picker::PickWithoutKey() const {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   const std::string random_key =
       absl::StrCat(absl::Hex(rng(), absl::kZeroPad16));
-  return bounded_ ? PickBounded(random_key) : PickUnbounded(random_key);
-}
-
-// The slow path of a configured hard limit (P4): the choice of P3 again,
-// without the backends found at the limit, until a slot is taken or no
-// READY backend is left.
-PickOutcome Picker::PickWithinLimit(std::string_view key,
-                                    size_t affinity) const {
-  thread_local std::vector<Candidate> candidates;
-  candidates = ready_.candidates();
-  const int64_t now_ns = fleet_ ? FleetNowNs() : 0;
-  for (;;) {
-    LeaveOutBackendsAtTheLimit(candidates);
-    size_t selection;
-    if (bounded_) {
-      const Result<Decision> d = bounded_policy_.Decide(
-          key, candidates, ready_.table(),
-          [this, now_ns](size_t i) { return LoadOf(i, now_ns); }, Scratch());
-      if (!d.ok()) break;
-      selection = d.value().selection;
-    } else {
-      const Result<size_t> owner =
-          WeightedRendezvous::Pick(key, candidates, ready_.table());
-      if (!owner.ok()) break;
-      selection = owner.value();
-    }
-    InFlightGuard slot = TryAcquire(selection);
-    if (slot.held()) {
-      return Complete(selection, selection != affinity, std::move(slot));
-    }
-    candidates[selection].eligible = false;  // filled up since it was read
-  }
-  return Fail(absl::ResourceExhaustedError(
-      absl::StrCat("poise: every READY backend is at maxInFlightPerBackend (",
-                   limit_, " calls in flight)")));
-}
-
-size_t Picker::LeaveOutBackendsAtTheLimit(
-    std::vector<Candidate>& candidates) const {
-  size_t left_out = 0;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (candidates[i].IsEligible() && counters_[i]->Load() >= limit_) {
-      candidates[i].eligible = false;
-      ++left_out;
-    }
-  }
-  return left_out;
+  return PickFirst(random_key, nullptr);  // P1: no home to wait for
 }
 
 // ---------------------------------------------------------------------------
@@ -601,66 +436,27 @@ PickOutcome Picker::PickRetry(std::string_view key,
   return outcome;
 }
 
-Result<size_t> Picker::NthChoice(std::string_view key,
-                                 const std::vector<Candidate>& candidates,
-                                 size_t n, int64_t now_ns,
-                                 const KeyOrderPrefix* prefix) const {
-  if (fleet_) {
-    // L as a first attempt counts it: each backend up to its own bound.
-    bool without_report = false;
-    const uint64_t own_total = scope_total_->Load();
-    return NthWithRoomForTotal(
-        bounded_policy_, key, candidates, ready_.table(),
-        OthersSum(now_ns, own_total, &without_report) + own_total,
-        [this, now_ns](size_t i) { return FleetLoadOf(i, now_ns); }, n,
-        Scratch());
-  }
-  if (bounded_) {
-    const Result<Decision> d = bounded_policy_.DecideNth(
-        key, candidates, ready_.table(),
-        [this](size_t i) { return counters_[i]->Load(); }, n, Scratch());
-    if (!d.ok()) return d.error();
-    return d.value().selection;
-  }
-  if (prefix != nullptr) {
-    const std::optional<size_t> nth = NthAlong(*prefix, candidates, n);
-    if (nth.has_value()) return *nth;
-  }
-  return WeightedRendezvous::PickNth(key, candidates, ready_.table(), n);
-}
-
 PickOutcome Picker::PickNextChoice(std::string_view key,
                                    uint32_t previous_attempts) const {
-  const size_t n = previous_attempts;
-  const bool limited = limit_ != InFlightCounter::kNoLimit;
-  thread_local std::vector<Candidate> candidates;
-  candidates = ready_.candidates();
-  const int64_t now_ns = fleet_ ? FleetNowNs() : 0;
-  // weighted_rendezvous reads the key's cached order where it has one.
+  // The same walk as a first attempt, stopping at the (k + 1)-th with room;
+  // along the key's cached order where it has one.
   KeyOrderPrefix prefix;
-  const bool along =
-      !bounded_ && key_cache_ != nullptr && CachedOrder(key, &prefix);
-  bool left_out = false;  // some READY backend was at the limit
-  for (;;) {
-    if (limited) left_out |= LeaveOutBackendsAtTheLimit(candidates) != 0;
-    const Result<size_t> chosen =
-        NthChoice(key, candidates, n, now_ns, along ? &prefix : nullptr);
-    if (!chosen.ok()) {
-      if (left_out && chosen.error() == PickError::kNoEligibleCandidates) {
-        break;
-      }
-      return Fail(RouteError(chosen.error()));
+  const KeyOrderPrefix* along =
+      key_cache_ != nullptr && CachedOrder(key, &prefix) ? &prefix : nullptr;
+  const size_t nth = previous_attempts;
+  switch (rule_) {
+    case LoadRule::kNone: {
+      NoLoads view(Filter());
+      return PickAlongOrder(key, along, view, 0, nth, false);
     }
-    const size_t selection = chosen.value();
-    if (!track_load_) return Complete(selection, false, InFlightGuard());
-    InFlightGuard slot = TryAcquire(selection);
-    if (slot.held()) return Complete(selection, false, std::move(slot));
-    candidates[selection].eligible = false;  // filled up since it was read
-    left_out = true;
+    case LoadRule::kScope: {
+      ScopeLoads view(counters_.data(), Filter());
+      return PickAlongOrder(key, along, view, scope_total_->Load(), nth, false);
+    }
+    case LoadRule::kFleet:
+      break;
   }
-  return Fail(absl::ResourceExhaustedError(
-      absl::StrCat("poise: every READY backend is at maxInFlightPerBackend (",
-                   limit_, " calls in flight)")));
+  return PickFleet(key, along, nth);
 }
 
 }  // namespace poise::router

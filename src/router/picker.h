@@ -3,7 +3,6 @@
 #ifndef POISE_SRC_ROUTER_PICKER_H_
 #define POISE_SRC_ROUTER_PICKER_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -17,6 +16,7 @@
 #include "poise/bound.h"
 #include "poise/in_flight.h"
 #include "poise/rendezvous.h"
+#include "src/core/key_order.h"
 #include "src/core/prepared_candidates.h"
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
@@ -24,6 +24,7 @@
 #include "src/router/explain.h"
 #include "src/router/fleet_load.h"
 #include "src/router/key_cache.h"
+#include "src/router/load_views.h"
 #include "src/router/stats_registry.h"
 
 // Rare paths of a pick: out of line and apart from the hot code, because a
@@ -74,6 +75,10 @@ struct PickOutcome {
     bool spilled;  // sent past its key's full owner
     InFlightGuard slot;
     bool from_cache = false;  // decided on the key's cached order
+    // The capacity (Bound::Capacity, saturated) the pick's rule held the
+    // backend to; 0 where the policy has no bound (weighted_rendezvous, or
+    // a pick past every bound after it lost its slots).
+    uint64_t bound = 0;
   };
   std::variant<Queue, Fail, Complete> result;
 };
@@ -94,33 +99,27 @@ struct PickOutcome {
 //   P3. Otherwise the key goes to its owner among the READY backends: a
 //      failed owner passes its keys to their next READY choice.
 //      bounded_load_rendezvous takes the first in the key's READY order
-//      with room under its Bound, ceil(f (L + 1) w / (100 W)) with L the
-//      load scope's calls in flight (the channel's, or with loadScope
-//      PROCESS every channel's of the scope, to any backend) and W the READY
-//      weights; a spill when that is not the owner. Should L be caught
-//      between a slot taken and counted in it, so that no READY backend
-//      has room, the bounds come from the sum of their loads instead
-//      (PreparedCandidates::RouteWithTotal): a pick never fails for it.
+//      with room under its Bound, ceil(f (L + 1) w / (100 W)), L the load
+//      scope's calls in flight (the channel's, or with loadScope PROCESS
+//      every channel's of the scope) and W the READY weights; a spill when
+//      that is not the owner. Should L be caught between a slot taken and
+//      counted in it, so that no READY backend has room, the bounds come
+//      from the sum of their loads (the core's walk, src/core/key_order.h).
 //      The bound is held at the slot (taken only while the count is below
-//      it): channels of one scope pick at the same time, and one whose
-//      selection filled up since it read the load decides again.
-//   P4. maxInFlightPerBackend: the slot is taken at the pick, so concurrent
-//      picks see each other and the limit is exact. A backend found at the
-//      limit is left out and the choice of P3 is made again among the
-//      rest; with every READY backend at the limit the call fails with
-//      RESOURCE_EXHAUSTED. It never waits.
+//      it); a pick that loses the slot goes on along the same order.
+//   P4. maxInFlightPerBackend: the slot is taken at the pick, so the limit is
+//      exact. A backend at the limit is passed over as full; with every
+//      READY backend at the limit the call fails with RESOURCE_EXHAUSTED.
+//      It never waits.
 //   P5. A route the core refuses (PickError) fails the call with INTERNAL.
 //   P6. A retry (previous_attempts = k > 0) of a keyed call under retryRouting
 //      NEXT_CHOICE goes to the key's (k + 1)-th choice among the READY
-//      backends (WeightedRendezvous::PickNth) - for bounded_load_rendezvous
-//      the (k + 1)-th choice with room (BoundedLoadRendezvous::DecideNth) -
-//      wrapping around when k reaches their number. It never queues (its
-//      first attempt already found the owner settled), is not a spill, and
-//      P4 applies as above (a backend at the limit is left out and the
-//      choice made again). The re-decisions of P4 and P6 (both rare) take L
-//      as the sum of the READY backends' loads, which they read anyway.
-//      SAME_OWNER routes it like a first attempt. Every completed retry counts
-//      in PolicyStats::retries and the backend's retried_in.
+//      backends - for bounded_load_rendezvous the (k + 1)-th with room
+//      under P3's bounds - wrapping around when k reaches their number. It
+//      never queues (its first attempt found the owner settled), is not a
+//      spill, and P4 applies. SAME_OWNER routes it like a first attempt.
+//      Every completed retry counts in PolicyStats::retries and the
+//      backend's retried_in.
 //   P7. serverLoad (bounded_load_rendezvous): P3, P4 and P6 compare the
 //      fleet's loads (src/router/fleet_load.h) instead of the scope's: a
 //      READY backend's load is the others' calls as it last reported them
@@ -132,6 +131,9 @@ struct PickOutcome {
 //      bound alone. The slot is not held to the bound (the others' part is
 //      an estimate); P4's limit still is.
 //
+// Every mode is one walk along the key's order (src/core/key_order.h) over a
+// load view (load_views.h) chosen when the picker is built.
+//
 // The key cache (keyCache, src/router/key_cache.h). P2, P3, P4's first try
 // and P7 read a key's order only as far as its first READY backend (P3: its
 // first with room), and P6 of weighted_rendezvous as far as its (k + 1)-th
@@ -140,14 +142,13 @@ struct PickOutcome {
 // pair on its own). So a pick reads the key's cached order prefix, over
 // every backend, where it has one; where the prefix ends before the pick has
 // its answer (every READY backend in it full or at the limit, the retry's
-// choice beyond it), the pick is made without it. Either way the answer is
-// the same. The cache is not used while slow start ramps weights (the
-// weights are then not the list's), for lists with more than two distinct
-// weights (no prefix is computed there) or of more than
-// KeyOrderCache::kMaxBackends backends, by retries of
-// bounded_load_rendezvous, or for calls without a key. A key's prefix is
-// computed on its admission (key_cache.h), and only by a picker whose every
-// backend is READY (whose READY order is the list's).
+// choice beyond it), the walk goes on past it (hashing the key then). Either
+// way the answer is the same. The cache is not used while slow start ramps
+// weights (the weights are then not the list's), for lists with more than
+// two distinct weights (no prefix is computed there) or of more than
+// KeyOrderCache::kMaxBackends backends, or for calls without a key. A key's
+// prefix is computed on its admission (key_cache.h), and only by a picker whose
+// every backend is READY (whose READY order is the list's).
 class Picker final {
  public:
   // `states[i]` is the state of list->backends[i]; `config` passed
@@ -177,9 +178,16 @@ class Picker final {
   uint32_t factor_percent() const { return config_->balance_factor_percent; }
 
  private:
-  // The list as candidates: every backend eligible, or only the READY ones.
+  // How a pick reads loads (its load view), chosen when it is built.
+  enum class LoadRule : uint8_t {
+    kNone,   // weighted_rendezvous
+    kScope,  // bounded_load_rendezvous over the load scope's counts
+    kFleet,  // bounded_load_rendezvous with serverLoad
+  };
+
   // Whether some backend is pending (one without a state is).
   static bool AnyPending(size_t n, const std::vector<BackendState>& states);
+  // The list as candidates: every backend eligible, or only the READY ones.
   static std::vector<Candidate> CandidatesOf(
       const BackendList& list, const std::vector<BackendState>& states,
       const std::vector<uint32_t>& weights, bool ready_only);
@@ -197,116 +205,82 @@ class Picker final {
   bool CachedOrder(std::string_view key, KeyOrderPrefix* prefix) const;
   POISE_COLD bool InsertOrder(std::string_view key,
                               KeyOrderPrefix* prefix) const;
-  // P2 and P3 (and P4) along the key's order prefix; nullopt when the
-  // prefix ends before the answer.
-  std::optional<PickOutcome> PickAlong(std::string_view key,
-                                       const KeyOrderPrefix& prefix) const;
-  // P3 (and P4) without P2: also for a random key. PickBounded's `prefix`:
-  // the key's cached order prefix, or null.
-  PickOutcome PickUnbounded(std::string_view key) const;
-  PickOutcome PickBounded(std::string_view key,
-                          const KeyOrderPrefix* prefix = nullptr) const;
-  // P4 for the owner among the READY backends.
-  PickOutcome TakeOwner(std::string_view key, size_t owner,
-                        bool from_cache) const;
-  // P7: PickBounded over the fleet's loads.
-  PickOutcome PickFleetBounded(std::string_view key,
-                               const KeyOrderPrefix* prefix) const;
-  // P3's bounded decision along the prefix: the first READY backend in it
-  // whose load (read by `load`, once each) is below its Bound for
-  // `total_load`; nullopt when none is (or the bounds cannot be had).
-  std::optional<PreparedCandidates::Routed> RouteAlong(
-      const KeyOrderPrefix& prefix, uint64_t total_load,
-      PreparedCandidates::LoadReader load) const;
-  // A load at backend i's Bound for `total` (a pick reads a backend it lost
-  // at the slot as full).
-  uint64_t LoadOfAFull(size_t i, uint64_t total) const;
-  // P6 along the prefix: the (n mod m + 1)-th of the m candidates eligible
-  // in `candidates`, if the prefix reaches it.
-  static std::optional<size_t> NthAlong(
-      const KeyOrderPrefix& prefix, const std::vector<Candidate>& candidates,
-      size_t n);
-  // E_i of READY backend i at `now_ns`, and its fresh report if any.
-  uint64_t FleetLoadOf(size_t i, int64_t now_ns,
-                       std::optional<FreshReport>* report = nullptr) const;
-  // The others' calls over the READY backends with a fresh report (L less
-  // this client's own, `own_total`), each backend's part capped at its own
-  // bound (MostAtItsBound), summed again at most every kFleetSumPeriodNs;
-  // and whether some READY backend had none at that sum.
-  uint64_t OthersSum(int64_t now_ns, uint64_t own_total,
-                     bool* without_report) const;
-  // Backend i's load in P4 and P6: the scope's, or under serverLoad E_i.
+  // P3 (and P4) without P2: also for a random key. `prefix`: the key's
+  // cached order prefix, or null.
+  PickOutcome PickFirst(std::string_view key,
+                        const KeyOrderPrefix* prefix) const;
+  // weighted_rendezvous's first attempt: the owner, without reading a load.
+  PickOutcome PickOwner(std::string_view key,
+                        const KeyOrderPrefix* prefix) const;
+  // P7's first attempt (nth 0) or retry.
+  PickOutcome PickFleet(std::string_view key, const KeyOrderPrefix* prefix,
+                        size_t nth) const;
+  // The walk of every mode and its slot (picker.cc).
+  template <typename View>
+  PickOutcome PickAlongOrder(std::string_view key, const KeyOrderPrefix* prefix,
+                             View& view, uint64_t total, size_t nth,
+                             bool first_attempt) const;
+  // After every backend with room lost its slot: the first of `order` that
+  // `filter` admits and whose slot can be taken.
+  POISE_COLD PickOutcome TakeAnyAlong(internal::KeyOrder& order, size_t owner,
+                                      bool first_attempt,
+                                      const SlotFilter& filter) const;
+  // A walk that found nobody: RESOURCE_EXHAUSTED when the limit left every
+  // READY backend out, else P5.
+  POISE_COLD PickOutcome NoneAdmitted(PickError error,
+                                      const SlotFilter& filter) const;
+  SlotFilter Filter() const { return SlotFilter(counters_.data(), limit_); }
+  // Backend i's load as a pick compares it: the scope's, or under serverLoad
+  // E_i.
   uint64_t LoadOf(size_t i, int64_t now_ns) const {
-    return fleet_ ? FleetLoadOf(i, now_ns) : counters_[i]->Load();
+    return fleet_ != nullptr ? fleet_->EstimateOf(i, now_ns)
+                             : counters_[i]->Load();
   }
   PickOutcome Complete(size_t index, bool spilled, InFlightGuard slot,
-                       bool from_cache = false) const;
+                       bool from_cache, uint64_t bound) const;
   // A slot on backend `index`'s counter unless it is at the limit (0: none).
   // The guard keeps the counter alive.
   InFlightGuard TryAcquire(size_t index) const {
     return InFlightGuard::TryAcquireWithin(
         SharedCounter(list_->backends[index].cell), limit_);
   }
-  // A slot on backend i while its count is below its Bound for `total` and
+  // A slot on backend i while its count is below `capacity` and
   // maxInFlightPerBackend, checked atomically with the taking. Here, not in
   // picker.cc, so that the bounded pick's hot path inlines it.
-  InFlightGuard TryAcquireWithinBound(size_t i, uint64_t total) const {
-    const Bound bound = bounded_policy_.BoundFor(
-        total, ready_.candidates()[i].weight, ready_weight_);
+  InFlightGuard TryAcquireWithinBound(size_t i, uint64_t capacity) const {
     const uint64_t limit = limit_;
     return InFlightGuard::TryAcquireIf(
         SharedCounter(list_->backends[i].cell),
-        [&bound, limit](uint64_t count) {
-          return bound.HasRoom(count) &&
+        [capacity, limit](uint64_t count) {
+          return count < capacity &&
                  (limit == InFlightCounter::kNoLimit || count < limit);
         });
   }
   // The cold paths.
   POISE_COLD PickOutcome PickWithoutKey() const;
   POISE_COLD bool OwnerIsPending(std::string_view key) const;
-  POISE_COLD PickOutcome PickWithinLimit(std::string_view key,
-                                         size_t affinity) const;
   POISE_COLD PickOutcome Fail(absl::Status status) const;
-  // Makes the candidates at the hard limit ineligible; how many were.
-  size_t LeaveOutBackendsAtTheLimit(std::vector<Candidate>& candidates) const;
+  POISE_COLD PickOutcome Exhausted() const;
   // P6.
   POISE_COLD PickOutcome PickRetry(std::string_view key,
                                    uint32_t previous_attempts) const;
   POISE_COLD PickOutcome PickNextChoice(std::string_view key,
                                         uint32_t previous_attempts) const;
-  // P6's choice among `candidates` for attempt n + 1; along the key's cached
-  // order prefix where given and it reaches.
-  Result<size_t> NthChoice(std::string_view key,
-                           const std::vector<Candidate>& candidates, size_t n,
-                           int64_t now_ns, const KeyOrderPrefix* prefix) const;
 
   const std::shared_ptr<const Config> config_;
   // Owns the identities the candidates below borrow.
   const std::shared_ptr<const BackendList> list_;
   const std::shared_ptr<PolicyStats> stats_;
   // The config's hot fields, inline: a pick reads no other object for them.
-  const bool bounded_;
+  const LoadRule rule_;
   const bool track_load_;
   const uint64_t limit_;  // maxInFlightPerBackend; 0: none
-  // serverLoad (P7): on, and its maxReportAge.
-  const bool fleet_;
-  const int64_t max_report_age_ns_;
-  // OthersSum's last sum: reading every READY backend's report on every pick
-  // would cost O(n); L a millisecond old moves the bounds by little (the
-  // loads compared are read at the pick). Picks on any thread refresh it.
-  static constexpr int64_t kFleetSumPeriodNs = 1'000'000;
-  mutable std::atomic<int64_t> others_sum_at_ns_{ReportSlot::kNever};
-  mutable std::atomic<uint64_t> others_sum_{0};
-  mutable std::atomic<bool> others_sum_without_report_{false};
   const BoundedLoadRendezvous bounded_policy_;
   // The load scope's calls in flight: L of every bound (P3).
   const InFlightCounter* const scope_total_;
-  // W of every bound (the READY weights' sum); 0: it does not fit in 64
-  // bits (every pick then fails with the core's kWeightOverflow).
-  uint64_t ready_weight_ = 0;
-  // How often a bounded pick decides again when its selection filled to its
-  // bound since it was read (or the total was stale), before it takes its
-  // choice regardless.
+  // How often a bounded pick goes on along the key's order when its
+  // selection filled to its bound since it was read, before it takes a slot
+  // regardless of the bound.
   static constexpr int kMaxBoundRaces = 64;
   // list_->backends[i].cell->in_flight, in one array: a bounded pick may
   // read several.
@@ -326,6 +300,8 @@ class Picker final {
   // for it (every backend READY).
   const std::shared_ptr<KeyOrderCache> key_cache_;
   bool computes_orders_ = false;
+  // serverLoad's reports and sum (P7); null without it.
+  std::unique_ptr<const FleetLoads> fleet_;
 };
 
 }  // namespace poise::router

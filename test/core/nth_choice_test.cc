@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -140,6 +141,21 @@ TEST(DecideNth, SamplesEachEligibleLoadOnce) {
       1, scratch);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(reads, (std::vector<int>{1, 0, 1}));
+}
+
+// PreparedCandidates::NthWithRoomForTotal's selection over `c` and `table`.
+Result<size_t> NthWithRoomForTotal(const BoundedLoadRendezvous& bounded,
+                                   const std::string& key,
+                                   const std::vector<Candidate>& c,
+                                   const IdentityTable& table, uint64_t total,
+                                   PreparedCandidates::LoadReader load,
+                                   size_t n, DecisionScratch& scratch) {
+  const PreparedCandidates prepared(
+      c, std::make_shared<const IdentityTable>(table));
+  const Result<PreparedCandidates::Routed> r =
+      prepared.NthWithRoomForTotal(bounded, key, total, load, n, scratch);
+  if (!r.ok()) return r.error();
+  return r.value().selection;
 }
 
 // With a given total: DecideNth's selection where the total is the loads'

@@ -510,8 +510,7 @@ class Fleet final {
     };
     auto routed =
         mode_ == Mode::kFleet
-            ? prepared_->RouteWithTotal(policy_, key, total, herding, scratch_,
-                                        PreparedCandidates::Reads::kAlongOrder)
+            ? prepared_->RouteWithTotal(policy_, key, total, herding, scratch_)
             : prepared_->RouteWithTotal(policy_, key, total, plain, scratch_);
     if (routed.value().stale_total) {  // the rule left no room: without it
       routed = prepared_->RouteWithTotal(policy_, key, total, plain, scratch_);

@@ -1,0 +1,295 @@
+// The one walk of a bounded pick: a key's order over a prepared list, found
+// from one hashing pass (or read from a known prefix of it), and along it the
+// first, or the k-th, candidate whose load is below its Bound. Every bounded
+// decision of PreparedCandidates runs it; the router gives it the loads to
+// compare (a load view) and nothing else. Private to src/core and the router.
+//
+// The order, KeyOrder:
+//  - one or two weights: the owner from the kernels' pass, then the survivor
+//    levels of key_order_walk.h (each step certified by the z alone);
+//  - three or more weights: the owner from the same pass grouped by weight
+//    (the general owner search), z kept;
+//  - where neither settles the next step (a near-tie of z, or any step past
+//    the owner on the general path): the rest of the order is sorted once
+//    from the z already computed (approximate scores, the exact ones only
+//    where two are within the error margin, score_bounds.h).
+// No path hashes a key twice.
+#ifndef POISE_SRC_CORE_KEY_ORDER_H_
+#define POISE_SRC_CORE_KEY_ORDER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "key_order_walk.h"
+#include "largest_z.h"
+#include "poise/bound.h"
+#include "poise/rendezvous.h"
+#include "poise/types.h"
+#include "prepared_list.h"
+#include "room_search.h"
+
+namespace poise::internal {
+
+class KeyOrder final {
+ public:
+  // The key's order over `list`'s eligible candidates, every eligible z in
+  // scratch.hashes(). The errors of a bounded decision, in poise-core's
+  // order: kTableMismatch, kEmpty, kNoEligibleCandidates,
+  // kScratchCapacityExceeded, kWeightOverflow.
+  // `walk_quota`: about how many the walk's first survivor level lists.
+  static Result<KeyOrder> Hashed(const PreparedList& list, std::string_view key,
+                                 DecisionScratch& scratch,
+                                 size_t walk_quota = kSurvivorQuota);
+
+  // The same order read first from `prefix[0..size)`, a prefix of the key's
+  // order over every candidate of the list (eligible or not; the
+  // ineligible are skipped). Hashes only when a walk goes past it; an
+  // error of Hashed then ends the order (error()).
+  static KeyOrder AlongPrefix(const PreparedList& list, std::string_view key,
+                              const uint16_t* prefix, size_t size);
+
+  // The next eligible candidate in the key's order, the owner first; kNone
+  // after the last (or on an error, error()).
+  size_t Next(DecisionScratch& scratch);
+
+  // How many Next() returned, and the j-th of them (j < yielded()).
+  size_t yielded() const { return yielded_; }
+  size_t Yielded(size_t j, DecisionScratch& scratch) const;
+
+  // Whether every candidate returned so far came from the prefix.
+  bool from_prefix() const { return mode_ == Mode::kPrefix; }
+  // Whether every candidate returned so far was ordered by its z alone (a
+  // short path's walk), not by scores.
+  bool certified_by_z() const { return !ranked_; }
+  std::optional<PickError> error() const { return error_; }
+  const PreparedList& list() const { return *list_; }
+
+ private:
+  enum class Mode : uint8_t { kPrefix, kOwner, kWalk, kRanked, kEnd };
+  KeyOrder(const PreparedList& list, std::string_view key)
+      : list_(&list), key_(key) {}
+  // The owner and every z, by the list's path.
+  std::optional<PickError> Hash(DecisionScratch& scratch);
+  // Next() once the order is hashed.
+  size_t NextHashed(DecisionScratch& scratch);
+  // From here on, the rest of the order from the z in the scratch.
+  void SortTheRest(DecisionScratch& scratch);
+
+  const PreparedList* list_;
+  std::string_view key_;
+  Mode mode_ = Mode::kOwner;
+  std::optional<PickError> error_;
+  size_t owner_ = kNone;
+  size_t yielded_ = 0;
+  // kPrefix: the prefix and where in it.
+  const uint16_t* prefix_ = nullptr;
+  size_t prefix_size_ = 0;
+  size_t prefix_at_ = 0;
+  size_t walk_quota_ = kSurvivorQuota;
+  size_t hashed_yielded_ = 0;  // of the hashed order, passed over or not
+  // kWalk: the survivor-level walk (scratch.list() holds its visited).
+  Walk walk_{};
+  bool walk_started_ = false;
+  // kRanked: the whole order, this thread's (key_order.cc), read at
+  // ranked_at_; ranked_: the visited are there.
+  size_t ranked_at_ = 0;
+  bool ranked_ = false;
+};
+
+// Which loads a walk reads. kVisited: only the candidates it visits, each
+// once, what every decision runs. kEveryAfterFullOwner: with the owner full,
+// every eligible load at once, then the walk over them: for
+// bench/core_bench.cc (BM_PairedSaturated), which measures that it costs
+// more than kVisited at every n.
+enum class Reads : uint8_t { kVisited, kEveryAfterFullOwner };
+
+// Where a walk stopped.
+struct Walked {
+  size_t owner;
+  size_t selection;
+  // No candidate had room under the given total (below the loads read):
+  // the bounds came from the loads' sum instead.
+  bool stale_total;
+  // The selection's capacity under the bounds that chose it, saturated.
+  uint64_t capacity;
+};
+
+// The bounds of one walk: f, the given total and W, with one Bound per
+// weight met (the short paths have at most two; the last one is kept).
+class WalkBounds final {
+ public:
+  WalkBounds(uint32_t factor_percent, uint64_t total_load,
+             uint64_t total_weight)
+      : factor_(factor_percent),
+        total_(total_load),
+        weight_sum_(total_weight) {}
+  const Bound& For(uint32_t weight) {
+    if (weight != cached_weight_) {
+      cached_ = Bound(factor_, total_, weight, weight_sum_);
+      cached_weight_ = weight;
+    }
+    return cached_;
+  }
+  uint64_t SaturatedCapacity(uint32_t weight) {
+    const UInt128 c = For(weight).Capacity();
+    return c > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(c);
+  }
+
+ private:
+  uint32_t factor_;
+  uint64_t total_;
+  uint64_t weight_sum_;
+  uint32_t cached_weight_ = 0;  // a weight of 0 is never eligible
+  Bound cached_;
+};
+
+// W of the list's eligible candidates (the short paths keep it).
+uint64_t EligibleWeightOf(const PreparedList& list);
+
+// A load view, what a walk compares: `uint64_t Load(size_t i)` reads
+// candidate i's load (under serverLoad an ask), and `bool Admits(size_t i)`
+// says whether i may be chosen at all (the hard limit); a candidate it
+// does not admit counts as full.
+//
+// The walk along a key's order for the candidates with room, every bound
+// counting `total_load` calls (< 2^64 - 1). Each NextWithRoom continues from
+// the last candidate it returned: a slot lost to another thread goes on
+// along the same order, hashed once.
+class RoomWalk final {
+ public:
+  RoomWalk(KeyOrder& order, uint32_t factor_percent, uint64_t total_load)
+      : order_(&order),
+        bounds_(factor_percent, total_load, EligibleWeightOf(order.list())) {}
+
+  // The next candidate with room after the last returned (the first: from
+  // the owner); kNone at the end of the order, or on its error.
+  template <typename View>
+  size_t NextWithRoom(View& view, Reads reads, DecisionScratch& scratch) {
+    const std::vector<Candidate>& candidates = order_->list().candidates;
+    uint64_t* const loads = scratch.loads();
+    for (;;) {
+      const size_t i = order_->Next(scratch);
+      if (i == kNone) return kNone;
+      if (owner_ == kNone) {
+        owner_ = i;
+      } else if (reads == Reads::kEveryAfterFullOwner && !every_load_read_) {
+        ReadEveryLoadBut(owner_, view, loads);
+      }
+      if (!every_load_read_ || i == owner_) loads[i] = view.Load(i);
+      if (bounds_.For(candidates[i].weight).HasRoom(loads[i]) &&
+          view.Admits(i)) {
+        return i;
+      }
+    }
+  }
+
+  size_t owner() const { return owner_; }
+  uint64_t SaturatedCapacity(size_t i) {
+    return bounds_.SaturatedCapacity(order_->list().candidates[i].weight);
+  }
+
+ private:
+  template <typename View>
+  [[gnu::noinline]] void ReadEveryLoadBut(size_t owner, View& view,
+                                          uint64_t* loads) {
+    const std::vector<Candidate>& candidates = order_->list().candidates;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (i != owner && candidates[i].IsEligible()) loads[i] = view.Load(i);
+    }
+    every_load_read_ = true;
+  }
+
+  KeyOrder* order_;
+  WalkBounds bounds_;
+  size_t owner_ = kNone;
+  bool every_load_read_ = false;
+};
+
+// The stale total's answer: every eligible load read into scratch.loads()
+// (`order` walked to its end), the bounds from their sum, the
+// (nth mod m + 1)-th of the m with room that `admits` allows. Errors as
+// the contract's K8 on those loads; kNoEligibleCandidates when none is
+// admitted.
+template <typename View>
+Result<Walked> NthWithRoomOfTheLoadsSum(const KeyOrder& order,
+                                        uint32_t factor_percent, View& view,
+                                        size_t nth, DecisionScratch& scratch);
+
+// The (nth mod m + 1)-th of the m candidates with room along `order`
+// (nth = 0: the first), every bound counting `total_load` calls. It stops
+// at the candidate asked for: only a k-th beyond the number with room, or a
+// stale total (nobody with room: then the bounds of the loads' sum,
+// NthWithRoomOfTheLoadsSum), walks the whole order. Errors: the order's,
+// then kLoadOverflow for a total of 2^64 - 1, then the stale total's.
+// `reads`: kVisited, but for the benchmark that measures the other.
+template <typename View>
+Result<Walked> WalkToNthWithRoom(KeyOrder& order, uint32_t factor_percent,
+                                 uint64_t total_load, View& view, size_t nth,
+                                 Reads reads, DecisionScratch& scratch) {
+  if (total_load == UINT64_MAX) {  // T + 1: after the order's errors
+    if (order.Next(scratch) == kNone && order.error().has_value()) {
+      return *order.error();
+    }
+    return PickError::kLoadOverflow;
+  }
+  RoomWalk walk(order, factor_percent, total_load);
+  if (nth == 0) {
+    const size_t i = walk.NextWithRoom(view, reads, scratch);
+    if (i != kNone) {
+      return Walked{walk.owner(), i, false, walk.SaturatedCapacity(i)};
+    }
+  } else {
+    // A retry's k-th: the ones passed are kept for a k past their number.
+    thread_local std::vector<size_t> passed;
+    passed.clear();
+    for (;;) {
+      const size_t i = walk.NextWithRoom(view, reads, scratch);
+      if (i == kNone) break;
+      if (passed.size() == nth) {
+        return Walked{walk.owner(), i, false, walk.SaturatedCapacity(i)};
+      }
+      passed.push_back(i);
+    }
+    if (!passed.empty() && !order.error().has_value()) {
+      const size_t i = passed[nth % passed.size()];
+      return Walked{walk.owner(), i, false, walk.SaturatedCapacity(i)};
+    }
+  }
+  if (order.error().has_value()) return *order.error();
+  return NthWithRoomOfTheLoadsSum(order, factor_percent, view, nth, scratch);
+}
+
+template <typename View>
+Result<Walked> NthWithRoomOfTheLoadsSum(const KeyOrder& order,
+                                        uint32_t factor_percent, View& view,
+                                        size_t nth, DecisionScratch& scratch) {
+  const PreparedList& list = order.list();
+  const uint64_t* const loads = scratch.loads();
+  const Result<Sums> sums = SumInOrder(list.candidates, loads);
+  if (!sums.ok()) return sums.error();
+  WalkBounds bounds(factor_percent, sums.value().total_load,
+                    sums.value().total_weight);
+  size_t with_room = 0;
+  const auto has_room = [&](size_t i) {
+    return bounds.For(list.candidates[i].weight).HasRoom(loads[i]) &&
+           view.Admits(i);
+  };
+  for (size_t j = 0; j < order.yielded(); ++j) {
+    with_room += has_room(order.Yielded(j, scratch)) ? 1 : 0;
+  }
+  if (with_room == 0) return PickError::kNoEligibleCandidates;
+  size_t remaining = nth % with_room;
+  for (size_t j = 0;; ++j) {
+    const size_t i = order.Yielded(j, scratch);
+    if (!has_room(i) || remaining-- != 0) continue;
+    return Walked{order.Yielded(0, scratch), i, true,
+                  bounds.SaturatedCapacity(list.candidates[i].weight)};
+  }
+}
+
+}  // namespace poise::internal
+
+#endif  // POISE_SRC_CORE_KEY_ORDER_H_
