@@ -3,18 +3,21 @@
 # (poise-fleet-backend) and C client processes (poise-fleet-client), each
 # client its own channel with K calls in flight, the hot key "hot" with
 # probability H in every client and Zipf(1.0) keys over 100,000 otherwise.
-# Three runs: LOCAL (no serverLoad), FLEET per-call (outOfBandInterval "0s")
-# and FLEET out-of-band. Each backend measures its own calls in flight over
+# Four runs: LOCAL (no serverLoad), FLEET per-call (outOfBandInterval "0s"),
+# FLEET out-of-band and ADMISSION (out-of-band with serverLoad.admission: the
+# backends refuse a call over the bound its client sent, and the retry goes
+# to the key's next choice with room). Each backend measures its own calls in flight over
 # the window (peak and time-weighted average); the table compares the
 # maximum over backends with the global bound ceil(f C K w / (100 W)).
 #
 #   bench/fleet.sh [--build DIR] [--seconds 10] [--clients 16] [--backends 6]
 #                  [--in-flight 1] [--hot-share 0.7] [--call-ms 20]
 #                  [--oob-interval 0.01s] [--max-report-age 1s]
-#                  [--modes "local fleet-per-call fleet-oob"]
+#                  [--modes "local fleet-per-call fleet-oob fleet-admission"]
 #
-# The goal: FLEET out-of-band's time-averaged maximum <= bound + 1, and
-# LOCAL's >= 2 x bound. Traffic stays on 127.0.0.0/8 (backend i listens on
+# The goals: FLEET out-of-band's time-averaged maximum <= bound + 1, and
+# LOCAL's >= 2 x bound; ADMISSION: every backend's peak <= bound + 1, refused
+# calls <= 3 % of calls, 0 failed after the last attempt. Traffic stays on 127.0.0.0/8 (backend i listens on
 # 127.0.0.(i+1)). Needs python3 for the table. Exit status 0 when the goal is
 # met.
 set -euo pipefail
@@ -29,7 +32,7 @@ hot_share=0.7
 call_ms=20
 oob_interval=0.01s
 max_report_age=1s
-modes="local fleet-per-call fleet-oob"
+modes="local fleet-per-call fleet-oob fleet-admission"
 factor=150
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -43,7 +46,7 @@ while [[ $# -gt 0 ]]; do
     --oob-interval) oob_interval="$2"; shift 2 ;;
     --max-report-age) max_report_age="$2"; shift 2 ;;
     --modes) modes="$2"; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--seconds S] [--clients C] [--backends B] [--in-flight K] [--hot-share H] [--call-ms MS] [--oob-interval D] [--max-report-age D] [--modes \"local fleet-per-call fleet-oob\"]" >&2
+    *) echo "usage: $0 [--build DIR] [--seconds S] [--clients C] [--backends B] [--in-flight K] [--hot-share H] [--call-ms MS] [--oob-interval D] [--max-report-age D] [--modes \"local fleet-per-call fleet-oob fleet-admission\"]" >&2
        exit 2 ;;
   esac
 done
@@ -74,8 +77,10 @@ run_mode() {
   # clients' first calls settle) to the clients' end.
   local settle_ms=500
   local backend_pids=()
+  local admission=()
+  [[ $mode == fleet-admission ]] && admission=(--admission)
   for ((i = 0; i < backends; i++)); do
-    "$backend_bin" --ip "127.0.0.$((i + 1))" --call-ms "$call_ms" \
+    "$backend_bin" --ip "127.0.0.$((i + 1))" --call-ms "$call_ms" "${admission[@]}" \
       --window-start-ms $((start_ms + settle_ms)) \
       --window-ms $((window_ms - settle_ms)) >"$dir/backend$i.out" 2>"$dir/backend$i.err" &
     backend_pids+=($!)
@@ -129,9 +134,10 @@ def lines(path):
     return out
 print(f"clients {C} x {K} in flight, {B} backends (equal weights), hot share {H}, f {f}: global bound ceil(f C K w / (100 W)) = {bound}")
 print()
-hdr = f"{'mode':<15} {'bound':>5}  {'per backend peak/avg':<60} {'max peak':>8} {'max avg':>7} {'owner share':>11} {'calls':>7} {'errors':>6} {'reports':>8} {'refused':>7} {'no-report picks':>15} {'in-flight 0':>11}"
+hdr = f"{'mode':<15} {'bound':>5}  {'per backend peak/avg':<60} {'max peak':>8} {'max avg':>7} {'owner share':>11} {'calls':>7} {'errors':>6} {'reports':>8} {'refused':>7} {'no-report picks':>15} {'admission refusals':>18} {'in-flight 0':>11}"
 print(hdr)
 results = {}
+admission = None
 for mode in modes:
     d = os.path.join(work, mode)
     bs = [lines(os.path.join(d, f"backend{i}.out"))[0] for i in range(B)]
@@ -147,10 +153,16 @@ for mode in modes:
     reports = sum(c['load_reports'] for c in cs)
     refused = sum(c['refused_load_reports'] for c in cs)
     noreport = sum(c['picks_without_some_report'] for c in cs)
+    refusals = sum(c.get('admission_refusals', 0) for c in cs)
     zero = all(c['in_flight_zero'] for c in cs) and len(cs) == C
     failed = int(open(os.path.join(d, "failed")).read())
     results[mode] = max_avg
-    print(f"{mode:<15} {bound:>5}  {per:<60} {max_peak:>8} {max_avg:>7.2f} {share:>11.2f} {calls:>7} {errors:>6} {reports:>8} {refused:>7} {noreport:>15} {str(zero and failed == 0):>11}")
+    if mode == 'fleet-admission':
+        admission = (max_peak, refusals, calls, errors)
+    print(f"{mode:<15} {bound:>5}  {per:<60} {max_peak:>8} {max_avg:>7.2f} {share:>11.2f} {calls:>7} {errors:>6} {reports:>8} {refused:>7} {noreport:>15} {refusals:>18} {str(zero and failed == 0):>11}")
+    first = next((c['first_error'] for c in cs if c['first_error']), '')
+    if first:
+        print(f"{'':<15} first error: {first}")
 print()
 ok = True
 if 'fleet-oob' in results:
@@ -164,5 +176,14 @@ if 'local' in results:
     g = results['local'] >= 2 * bound
     ok = ok and g
     print(f"     LOCAL             max avg {results['local']:.2f} >= 2 x bound = {2 * bound}: {'met' if g else 'NOT met'}")
+if admission is not None:
+    max_peak, refusals, calls, errors = admission
+    share = 100.0 * refusals / calls if calls else float('nan')
+    for name, g, text in (
+            ("peak", max_peak <= bound + 1, f"every backend's peak {max_peak} <= bound + 1 = {bound + 1}"),
+            ("refused", share <= 3.0, f"refused {refusals} = {share:.1f} % of {calls} calls <= 3 %"),
+            ("failed", errors == 0, f"failed after the last attempt {errors} = 0")):
+        ok = ok and g
+        print(f"     ADMISSION {text}: {'met' if g else 'NOT met'}")
 sys.exit(0 if ok else 1)
 EOF

@@ -147,6 +147,10 @@ struct BackendStats {
   // lies, or one the fleet overfilled (docs/fleet-bounds.md, "One backend's
   // word"). 0 for an honest backend within its bound.
   uint64_t capped_load_reports = 0;
+  // serverLoad.admission: this channel's calls the backend refused, being
+  // at the bound the call carried (not in `calls`: no failure of the
+  // backend's).
+  uint64_t admission_refusals = 0;
   // gRPC's connectivity state of the backend's subchannel as last reported
   // to the policy: "IDLE", "CONNECTING", "READY", "TRANSIENT_FAILURE" or
   // "SHUTDOWN".
@@ -182,6 +186,9 @@ struct ChannelStats {
   uint64_t picks_without_some_report = 0;
   // The backends' capped_load_reports, summed (BackendStats).
   uint64_t capped_load_reports = 0;
+  // serverLoad.admission: calls refused by their backend at their bound,
+  // to any backend (BackendStats::admission_refusals).
+  uint64_t admission_refusals = 0;
   // The channel's connectivity state as the policy last reported it to gRPC
   // (the names of BackendStats::connectivity).
   std::string connectivity;

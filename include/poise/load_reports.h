@@ -39,6 +39,21 @@
 //    load reports' interceptor afterwards, BuildAndStart() logs why and
 //    returns nullptr rather than start a server reporting a wrong count.
 //
+// Admission (LoadReportOptions::admission, off by default): a call whose
+// request header kBoundHeader carries the client's bound N for this server
+// (serverLoad.admission on the client) is refused when the server already
+// serves N or more counted calls. The check and the count's increment are
+// one compare-exchange, so two calls never both take the last room. A
+// refused call is not counted; it ends at once with RESOURCE_EXHAUSTED and
+// the message kRefusalPrefix + the server's count ("poise-refused count=7
+// bound=6"), which the client's policy reads as a load report. gRPC 1.51's
+// server interceptors cannot skip the handler: it still runs, on a call
+// already ended (its reply and status are dropped), so a handler with
+// costly work should return at once when CallRefused(*context) says so
+// (IsCancelled() may not be true yet on a callback server). Without the header
+// a call is admitted as without admission; a value other than 1 to 18 decimal
+// digits (or sent twice) is ignored and counted in bounds_unparsed().
+//
 // Shutting down: grpc::Server::Shutdown() without a deadline waits for every
 // call to end, and a client's ORCA stream does not end by itself. Call
 // LoadReports::EndStreams() first, or Shutdown(deadline).
@@ -75,20 +90,26 @@ struct LoadReportOptions {
   // counted (nor given a per-call report): streams that last as long as a
   // client's channel. The ORCA stream itself is never counted.
   std::vector<std::string> uncounted_methods = {"/grpc.health.v1.Health/Watch"};
+  // Refuses a call over the bound its client sent (see above).
+  bool admission = false;
 };
 
 namespace load_reports_internal {
 struct State;
+struct Access;
 }  // namespace load_reports_internal
 
-// The load reports of one server. Shared: it stays valid after the server
-// is gone (the count is then 0).
+// The load reports of one server, made by EnableLoadReports. Shared: it
+// stays valid after the server is gone (the count is then 0).
 class LoadReports {
  public:
-  explicit LoadReports(std::shared_ptr<load_reports_internal::State> state);
-
   // The server's calls in flight now (what the next report would say).
   int64_t calls_in_flight() const;
+
+  // Admission: the calls refused over their bound, and the calls whose
+  // bound header could not be read (admitted), since the server started.
+  int64_t calls_refused() const;
+  int64_t bounds_unparsed() const;
 
   // Ends every open out-of-band stream now with status UNAVAILABLE, and
   // from now on answers new ones the same way. Per-call reports go on. For
@@ -101,6 +122,9 @@ class LoadReports {
   const LoadReportOptions& options() const;
 
  private:
+  friend struct load_reports_internal::Access;
+  explicit LoadReports(std::shared_ptr<load_reports_internal::State> state);
+
   std::shared_ptr<load_reports_internal::State> state_;
 };
 
@@ -117,8 +141,17 @@ absl::StatusOr<std::shared_ptr<LoadReports>> EnableLoadReports(
         std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
         own_interceptors = {});
 
+// Admission: whether the call of `context` was refused (its handler runs
+// anyway and should return at once). With admission on, a client cannot
+// fake it.
+bool CallRefused(const grpc::ServerContextBase& context);
+
 // The ORCA trailer's key and the out-of-band method, for tests and tools.
 inline constexpr char kLoadReportTrailer[] = "endpoint-load-metrics-bin";
+// Admission: the request header with the client's bound, and how a refused
+// call's status message begins (the server's count follows).
+inline constexpr char kBoundHeader[] = "poise-bound";
+inline constexpr char kRefusalPrefix[] = "poise-refused count=";
 inline constexpr char kOrcaStreamMethod[] =
     "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics";
 

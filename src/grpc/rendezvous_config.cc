@@ -329,7 +329,7 @@ const FieldTable<SlowStartConfig>& FieldsOf<SlowStartConfig>() {
 }
 
 // "serverLoad": {"metric": "rif", "outOfBandInterval": "0.1s",
-// "maxReportAge": "1s"}; every member optional.
+// "maxReportAge": "1s", "admission": false}; every member optional.
 template <>
 const FieldTable<ServerLoadConfig>& FieldsOf<ServerLoadConfig>() {
   static const auto* table = new FieldTable<ServerLoadConfig>({
@@ -339,6 +339,7 @@ const FieldTable<ServerLoadConfig>& FieldsOf<ServerLoadConfig>() {
             router::kOutOfBandIntervalRule)},
       {"maxReportAge", Text(&ServerLoadConfig::max_report_age,
                             router::ParseDuration, router::kMaxReportAgeRule)},
+      {"admission", Value(&ServerLoadConfig::admission)},
   });
   return *table;
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
 #include "poise/in_flight.h"
+#include "poise/load_reports.h"
 #include "src/grpc/rendezvous_trace.h"
 #include "src/grpc/server_load.h"
 
@@ -61,6 +62,17 @@ class CallTracker final
 
   void Start() override { start_ = std::chrono::steady_clock::now(); }
   void Finish(FinishArgs args) override {
+    if (reporting_config_ != nullptr &&
+        reporting_config_->server_load->admission) {
+      // A refusal is the backend's word on its count, not a failure: it is
+      // counted apart from the calls, which feed no health or outlier
+      // state either way.
+      if (const std::optional<uint64_t> count = RefusalCount(args.status)) {
+        TakeRefusal(*count, *cell_, *stats_);
+        slot_.Release();
+        return;
+      }
+    }
     if (reporting_config_ != nullptr) TakeReport(args);
     // gRPC 1.51 finishes only started calls; one that was not took no time.
     const uint64_t duration_ns =
@@ -115,6 +127,8 @@ RendezvousPicker::RendezvousPicker(
       reporting_config_(config->bounded && config->server_load.has_value()
                             ? config
                             : nullptr),
+      admission_(reporting_config_ != nullptr &&
+                 reporting_config_->server_load->admission),
       stats_(stats),
       router_(std::make_shared<const router::Picker>(config, std::move(list),
                                                      states, std::move(stats),
@@ -144,6 +158,7 @@ RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
     if (GRPC_TRACE_FLAG_ENABLED(poise_rendezvous_trace)) {
       TracePick(c->backend, c->spilled);
     }
+    if (admission_ && c->bound > 0) AddBound(args, c->bound);
     // Every call gets a tracker: only a tracker tells the policy how a call
     // ended. It is owned by the returned PickResult.
     return PickResult::Complete(
@@ -156,6 +171,21 @@ RendezvousPicker::PickResult RendezvousPicker::Pick(PickArgs args) {
     return Drop(std::move(f->status));
   }
   return PickResult::Queue();
+}
+
+void RendezvousPicker::AddBound(PickArgs& args, uint64_t bound) {
+  // gRPC 1.51 keeps the value by reference (Slice::FromStaticString): it
+  // lives in the call's arena, as long as the call.
+  constexpr size_t kMaxDigits = 18;  // poise::server reads no more
+  char digits[20];
+  size_t n = 0;
+  for (uint64_t rest = bound; rest > 0; rest /= 10) {
+    digits[n++] = static_cast<char>('0' + rest % 10);
+  }
+  if (n > kMaxDigits) return;  // no bound a backend could reach
+  char* value = static_cast<char*>(args.call_state->Alloc(n));
+  for (size_t i = 0; i < n; ++i) value[i] = digits[n - 1 - i];
+  args.initial_metadata->Add(kBoundHeader, absl::string_view(value, n));
 }
 
 void RendezvousPicker::TracePick(size_t index, bool spilled) const {

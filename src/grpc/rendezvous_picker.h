@@ -48,6 +48,9 @@ class RendezvousPicker final
 
  private:
   POISE_COLD void TracePick(size_t index, bool spilled) const;
+  // serverLoad.admission: the call's bound for its backend, as the request
+  // header poise::kBoundHeader.
+  static void AddBound(PickArgs& args, uint64_t bound);
   // Drop, not Fail: the call must end now even when it is wait_for_ready,
   // because a new picker would not change the answer.
   POISE_COLD PickResult Drop(absl::Status status) const;
@@ -56,6 +59,7 @@ class RendezvousPicker final
   const std::string header_;
   // serverLoad: the config its trackers read the metric from; else null.
   const std::shared_ptr<const router::Config> reporting_config_;
+  const bool admission_;  // serverLoad.admission: calls carry their bound
   const std::shared_ptr<router::PolicyStats> stats_;
   // Shared with the stats (weakly), for ExplainKey.
   const std::shared_ptr<const router::Picker> router_;

@@ -1,8 +1,10 @@
 #include "src/grpc/server_load.h"
 
 #include <optional>
+#include <string_view>
 #include <utility>
 
+#include "poise/load_reports.h"
 #include "src/core/ext/filters/client_channel/lb_policy/oob_backend_metric.h"
 #include "src/grpc/rendezvous_trace.h"
 #include "src/router/fleet_load.h"
@@ -33,6 +35,36 @@ void TakeLoadReport(const grpc_core::BackendMetricData& data,
   cell.fleet().report.Store(*count, cell.in_flight->Load(),
                             router::FleetNowNs());
   stats.load_reports.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::optional<uint64_t> RefusalCount(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kResourceExhausted) {
+    return std::nullopt;
+  }
+  constexpr std::string_view kPrefix = kRefusalPrefix;
+  constexpr size_t kMaxDigits = 18;  // below 2^63: no overflow
+  std::string_view text(status.message().data(), status.message().size());
+  if (text.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  text.remove_prefix(kPrefix.size());
+  uint64_t count = 0;
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') {
+    if (digits == kMaxDigits) return std::nullopt;
+    count = count * 10 + static_cast<uint64_t>(text[digits] - '0');
+    ++digits;
+  }
+  if (digits == 0 || (digits < text.size() && text[digits] != ' ')) {
+    return std::nullopt;
+  }
+  return router::ReportedCount(static_cast<double>(count));
+}
+
+void TakeRefusal(uint64_t count, router::BackendCell& cell,
+                 router::PolicyStats& stats) {
+  const uint64_t own = cell.in_flight->Load();
+  cell.fleet().report.Store(count, own > 0 ? own - 1 : 0, router::FleetNowNs());
+  cell.counts.Get().refused.fetch_add(1, std::memory_order_relaxed);
+  stats.admission_refusals.fetch_add(1, std::memory_order_relaxed);
 }
 
 void OobReportSink::Take(const grpc_core::BackendMetricData& data) {

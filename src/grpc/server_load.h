@@ -11,8 +11,10 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "src/core/ext/filters/client_channel/lb_policy/backend_metric_data.h"
 #include "src/core/lib/gprpp/time.h"
 #include "src/core/lib/load_balancing/subchannel_interface.h"
@@ -29,6 +31,17 @@ namespace poise::grpc_lb {
 void TakeLoadReport(const grpc_core::BackendMetricData& data,
                     const std::string& metric, router::BackendCell& cell,
                     router::PolicyStats& stats, const void* policy);
+
+// serverLoad.admission: the backend's count in the status of a call it
+// refused at the bound the call carried (poise::server's RESOURCE_EXHAUSTED
+// "poise-refused count=N ..."); nullopt for any other status.
+std::optional<uint64_t> RefusalCount(const absl::Status& status);
+
+// Takes a refusal's count as the backend's report (the refused call, still
+// counted by this client, was not counted by the backend) and counts the
+// refusal for the backend and the channel.
+void TakeRefusal(uint64_t count, router::BackendCell& cell,
+                 router::PolicyStats& stats);
 
 // Where one subchannel's out-of-band reports go: the cell of the backend it
 // serves now, which the policy sets (and clears when serverLoad is off) from

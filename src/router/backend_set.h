@@ -62,6 +62,7 @@ class BackendCell final {
   struct Counts {
     std::atomic<uint64_t> spilled_in{0};  // picks past a full owner
     std::atomic<uint64_t> retried_in{0};  // picks of retries
+    std::atomic<uint64_t> refused{0};     // calls refused at their bound
     CallMetrics calls;                    // calls ended (call trackers)
   };
   MadeOnFirstUse<Counts> counts;

@@ -228,7 +228,7 @@ void CheckServerLoad(const ServerLoadConfig& load,
 bool ServerLoadConfig::operator==(const ServerLoadConfig& other) const {
   return metric == other.metric &&
          out_of_band_interval == other.out_of_band_interval &&
-         max_report_age == other.max_report_age;
+         max_report_age == other.max_report_age && admission == other.admission;
 }
 
 std::optional<MissingKey> ParseMissingKey(std::string_view name) {

@@ -99,6 +99,10 @@ struct ServerLoadConfig {
   // A report older than this is ignored (the backend counts only this
   // client's calls, as without serverLoad).
   absl::Duration max_report_age = absl::Seconds(1);
+  // Every call carries the bound its pick used for its backend (header
+  // poise-bound), which a backend with poise::server's admission enforces;
+  // a refusal updates the backend's estimate (docs/fleet-bounds.md).
+  bool admission = false;
   bool operator==(const ServerLoadConfig& other) const;  // all fields
 };
 // The duration fields' rules (C7, C8): broken by a value out of range and by

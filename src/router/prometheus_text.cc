@@ -33,6 +33,7 @@ struct BackendSeries {
   std::array<uint64_t, kStates> states{};
   grpc_lb::CallStats calls;
   uint64_t picks = 0;
+  uint64_t admission_refusals = 0;
   std::string labels;  // channel="...",backend="...", escaped once
 };
 
@@ -68,6 +69,7 @@ std::map<std::string, ChannelSeries> ByLabel(const MetricsSnapshot& snapshot) {
       }
       AddCallStats(backend.calls, b.calls);
       b.picks += backend.picks;
+      b.admission_refusals += backend.admission_refusals;
     }
   }
   for (auto& [label, series] : out) {
@@ -154,8 +156,9 @@ struct Family {
   const char* type;
   const char* help;
   Kind kind;
-  // kCount of a channel: which counter (a backend's count is its picks).
+  // kCount: which counter of a channel, or of a backend.
   uint64_t grpc_lb::ChannelStats::*count = nullptr;
+  uint64_t BackendSeries::*backend_count = nullptr;
 };
 
 constexpr Family kBackendFamilies[] = {
@@ -173,7 +176,11 @@ constexpr Family kBackendFamilies[] = {
      "status.",
      Kind::kDurations},
     {"grpc_lb_poise_picks_total", "counter", "Calls routed to the backend.",
-     Kind::kCount},
+     Kind::kCount, nullptr, &BackendSeries::picks},
+    {"grpc_lb_poise_admission_refusals_total", "counter",
+     "Calls the backend refused at the bound they carried "
+     "(serverLoad.admission); not in the attempts.",
+     Kind::kCount, nullptr, &BackendSeries::admission_refusals},
 };
 
 constexpr Family kChannelFamilies[] = {
@@ -197,6 +204,10 @@ constexpr Family kChannelFamilies[] = {
      "Calls the policy failed (maxInFlightPerBackend, missingKey FAIL): they "
      "reached no backend.",
      Kind::kCount, &grpc_lb::ChannelStats::failed_picks},
+    {"grpc_lb_poise_channel_admission_refusals_total", "counter",
+     "Calls refused by their backend at the bound they carried "
+     "(serverLoad.admission); not in the attempts.",
+     Kind::kCount, &grpc_lb::ChannelStats::admission_refusals},
 };
 
 // One series of `family`: a backend's (every_code false: OK and the codes
@@ -263,8 +274,10 @@ std::string PrometheusText(const MetricsSnapshot& snapshot) {
     w.Family(family.name, family.type, family.help);
     for (const auto& [label, channel] : channels) {
       for (const auto& [identity, b] : channel.backends) {
-        WriteSeries(w, family, b.labels, b.states, b.calls, b.picks,
-                    /*every_code=*/false);
+        WriteSeries(
+            w, family, b.labels, b.states, b.calls,
+            family.backend_count != nullptr ? b.*family.backend_count : 0,
+            /*every_code=*/false);
       }
     }
   }

@@ -133,6 +133,7 @@ grpc_lb::ChannelStats PolicyStats::Counters() const {
   out.picks_without_some_report =
       picks_without_some_report.load(std::memory_order_relaxed);
   out.capped_load_reports = capped_load_reports.load(std::memory_order_relaxed);
+  out.admission_refusals = admission_refusals.load(std::memory_order_relaxed);
   out.connectivity = ToString(connectivity.load(std::memory_order_relaxed));
   out.calls = calls.Read();
   return out;
@@ -197,6 +198,7 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
     if (const BackendCell::Counts* counts = b.cell->counts.IfMade()) {
       s.spilled_in = counts->spilled_in.load(std::memory_order_relaxed);
       s.retried_in = counts->retried_in.load(std::memory_order_relaxed);
+      s.admission_refusals = counts->refused.load(std::memory_order_relaxed);
       s.calls = counts->calls.Read();
     }
     out.backends.push_back(std::move(s));
@@ -266,6 +268,7 @@ void AddChannelCounters(const grpc_lb::ChannelStats& from,
   into.refused_load_reports += from.refused_load_reports;
   into.picks_without_some_report += from.picks_without_some_report;
   into.capped_load_reports += from.capped_load_reports;
+  into.admission_refusals += from.admission_refusals;
   AddCallStats(from.calls, into.calls);
 }
 

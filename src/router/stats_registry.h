@@ -62,6 +62,7 @@ class PolicyStats final {
   std::atomic<uint64_t> refused_load_reports{0};
   std::atomic<uint64_t> picks_without_some_report{0};
   std::atomic<uint64_t> capped_load_reports{0};  // MostAtItsBound
+  std::atomic<uint64_t> admission_refusals{0};   // serverLoad.admission
   // Every call of the channel that ended (call trackers), and the channel's
   // state as the policy last reported it.
   CallMetrics calls;

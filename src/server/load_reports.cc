@@ -26,7 +26,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -45,6 +48,8 @@ struct State {
 
   const LoadReportOptions options;
   std::atomic<int64_t> in_flight{0};
+  std::atomic<int64_t> refused{0};
+  std::atomic<int64_t> unparsed{0};
   // The interceptor factories alive (0 or 1): 0 at BuildAndStart() means
   // that the builder's interceptors were replaced.
   std::atomic<int> live_factories{0};
@@ -62,15 +67,37 @@ using grpc::experimental::InterceptionHookPoints;
 // (it keeps the alarm's deadline far from overflowing).
 constexpr std::chrono::nanoseconds kMaxReportInterval = std::chrono::hours(1);
 
+// The request header admission adds to a refused call (CallRefused); a
+// client's own copy is erased first.
+constexpr char kRefusedMark[] = "poise-refused-by-admission";
+
+// The longest bound header read (18 digits: below 2^63, so no overflow).
+constexpr size_t kMaxBoundDigits = 18;
+
+// The bound in a header value: 1 to 18 decimal digits, at least 1; else
+// nullopt.
+std::optional<int64_t> ParseBound(grpc::string_ref value) {
+  if (value.empty() || value.size() > kMaxBoundDigits) return std::nullopt;
+  int64_t bound = 0;
+  for (char c : value) {
+    if (c < '0' || c > '9') return std::nullopt;
+    bound = bound * 10 + (c - '0');
+  }
+  if (bound < 1) return std::nullopt;
+  return bound;
+}
+
 // ---------------------------------------------------------------------------
-// Per call: counts the call from its creation to its status (or its end,
+// Per call: counts the call from its creation (with admission: from its
+// admission, when its request headers arrive) to its status (or its end,
 // for a call whose status is never sent), and puts the report in the
 // trailing metadata.
 class CountingInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit CountingInterceptor(std::shared_ptr<State> state)
-      : state_(std::move(state)) {
-    state_->in_flight.fetch_add(1, std::memory_order_relaxed);
+  CountingInterceptor(std::shared_ptr<State> state,
+                      grpc::ServerContextBase* context)
+      : state_(std::move(state)), context_(context) {
+    if (!state_->options.admission) Count();
   }
   CountingInterceptor(const CountingInterceptor&) = delete;
   CountingInterceptor& operator=(const CountingInterceptor&) = delete;
@@ -78,6 +105,11 @@ class CountingInterceptor final : public grpc::experimental::Interceptor {
 
   void Intercept(
       grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (state_->options.admission &&
+        methods->QueryInterceptionHookPoint(
+            InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+      Admit(methods->GetRecvInitialMetadata());
+    }
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::PRE_SEND_STATUS)) {
       // The count when the call ends, this call included.
@@ -99,13 +131,72 @@ class CountingInterceptor final : public grpc::experimental::Interceptor {
   }
 
  private:
-  // Uncounts the call once; the count before, or 0 if it was done already.
+  void Count() {
+    state_->in_flight.fetch_add(1, std::memory_order_relaxed);
+    counted_ = true;
+  }
+
+  // Counts the call, or refuses it when the server serves its bound or
+  // more. The test and the increment are one compare-exchange: two calls
+  // cannot both take the last room.
+  void Admit(std::multimap<grpc::string_ref, grpc::string_ref>* metadata) {
+    std::optional<int64_t> bound;
+    if (metadata != nullptr) {
+      metadata->erase(kRefusedMark);  // only this interceptor sets it
+      const auto [first, last] = metadata->equal_range(kBoundHeader);
+      if (first != last) {
+        if (std::next(first) == last) bound = ParseBound(first->second);
+        if (!bound.has_value()) {
+          state_->unparsed.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+    }
+    if (!bound.has_value()) {
+      Count();
+      return;
+    }
+    int64_t count = state_->in_flight.load(std::memory_order_relaxed);
+    do {
+      if (count >= *bound) {
+        MarkRefused(metadata);
+        Refuse(count, *bound);
+        return;
+      }
+    } while (!state_->in_flight.compare_exchange_weak(
+        count, count + 1, std::memory_order_relaxed));
+    counted_ = true;
+  }
+
+  // The handler reads the mark from the request headers (CallRefused): the
+  // one per-call place an interceptor and a handler share.
+  static void MarkRefused(
+      std::multimap<grpc::string_ref, grpc::string_ref>* metadata) {
+    if (metadata != nullptr) metadata->emplace(kRefusedMark, kRefusedMark);
+  }
+
+  // Ends the call with RESOURCE_EXHAUSTED now. Cancelling is the one way a
+  // server interceptor can end a call (the handler still runs, on a
+  // cancelled call); it sends no trailer of ours, so the count goes in the
+  // status message.
+  void Refuse(int64_t count, int64_t bound) {
+    state_->refused.fetch_add(1, std::memory_order_relaxed);
+    const std::string message =
+        absl::StrCat(kRefusalPrefix, count, " bound=", bound);
+    grpc_call_cancel_with_status(context_->c_call(),
+                                 GRPC_STATUS_RESOURCE_EXHAUSTED,
+                                 message.c_str(), nullptr);
+  }
+
+  // Uncounts the call once; the count before, or 0 if it was done already
+  // or the call was never counted.
   int64_t End() {
-    if (ended_.exchange(true)) return 0;
+    if (ended_.exchange(true) || !counted_) return 0;
     return state_->in_flight.fetch_sub(1, std::memory_order_relaxed);
   }
 
   std::shared_ptr<State> state_;
+  grpc::ServerContextBase* const context_;
+  std::atomic<bool> counted_{false};
   std::atomic<bool> ended_{false};
 };
 
@@ -132,7 +223,7 @@ class CountingFactory final
         if (uncounted == method) return nullptr;
       }
     }
-    return new CountingInterceptor(state_);
+    return new CountingInterceptor(state_, info->server_context());
   }
 
  private:
@@ -432,6 +523,13 @@ absl::Status Validate(
 }
 
 }  // namespace
+
+struct Access {
+  static std::shared_ptr<LoadReports> Make(std::shared_ptr<State> state) {
+    return std::shared_ptr<LoadReports>(new LoadReports(std::move(state)));
+  }
+};
+
 }  // namespace load_reports_internal
 
 using load_reports_internal::State;
@@ -443,6 +541,14 @@ int64_t LoadReports::calls_in_flight() const {
   return state_->in_flight.load(std::memory_order_relaxed);
 }
 
+int64_t LoadReports::calls_refused() const {
+  return state_->refused.load(std::memory_order_relaxed);
+}
+
+int64_t LoadReports::bounds_unparsed() const {
+  return state_->unparsed.load(std::memory_order_relaxed);
+}
+
 void LoadReports::EndStreams() {
   std::lock_guard<std::mutex> lock(state_->streams_mu);
   state_->streams_ended = true;
@@ -451,6 +557,11 @@ void LoadReports::EndStreams() {
     stream->Stop(load_reports_internal::OrcaStream::EndedStatus(),
                  /*cancel_pending_write=*/true);
   }
+}
+
+bool CallRefused(const grpc::ServerContextBase& context) {
+  return context.client_metadata().count(load_reports_internal::kRefusedMark) >
+         0;
 }
 
 const LoadReportOptions& LoadReports::options() const {
@@ -489,7 +600,7 @@ absl::StatusOr<std::shared_ptr<LoadReports>> EnableLoadReports(
   builder.experimental().SetInterceptorCreators(std::move(creators));
   builder.SetOption(std::make_unique<load_reports_internal::LoadReportsOption>(
       state, service));
-  return std::make_shared<LoadReports>(std::move(state));
+  return load_reports_internal::Access::Make(std::move(state));
 }
 
 }  // namespace poise

@@ -131,6 +131,8 @@ struct ModeResult {
   uint64_t hot_to_owner = 0;
   uint64_t load_reports = 0;
   uint64_t refused = 0;
+  uint64_t admission_refusals = 0;  // the clients' count
+  uint64_t backend_refusals = 0;    // the backends' (admission)
   int64_t max_late_ms = 0;
   int clients_ok = 0;  // exit 0: in_flight back to 0 on every backend
   std::string Describe() const {
@@ -145,7 +147,8 @@ struct ModeResult {
         hot_calls
             ? static_cast<double>(hot_to_owner) / static_cast<double>(hot_calls)
             : 0.0,
-        " reports ", load_reports, " refused ", refused,
+        " reports ", load_reports, " refused ", refused, " admission refusals ",
+        admission_refusals, " (backends ", backend_refusals, ")",
         " latest client start ", max_late_ms, " ms");
   }
 };
@@ -162,6 +165,7 @@ bool WriteStartFile(const std::string& path, int64_t ms) {
 }
 
 ModeResult RunFleet(const std::string& mode) {
+  const bool admission = mode == "fleet-admission";
   ModeResult r;
   const std::string files =
       absl::StrCat(::testing::TempDir(), "fleet-e2e-", getpid(), "-", mode);
@@ -170,10 +174,12 @@ ModeResult RunFleet(const std::string& mode) {
   std::remove(start_file.c_str());
   std::remove(window_file.c_str());
   Backends backends;
-  std::vector<std::vector<std::string>> flags(
-      kBackends,
-      {"--call-ms", std::to_string(kCallMs), "--window-start-file", window_file,
-       "--window-ms", std::to_string(kWindowMs - kSettleMs)});
+  std::vector<std::string> backend_flags = {
+      "--call-ms",           std::to_string(kCallMs),
+      "--window-start-file", window_file,
+      "--window-ms",         std::to_string(kWindowMs - kSettleMs)};
+  if (admission) backend_flags.push_back("--admission");
+  std::vector<std::vector<std::string>> flags(kBackends, backend_flags);
   if (!backends.Start(flags)) {
     ADD_FAILURE() << "backends did not start";
     return r;
@@ -243,6 +249,8 @@ ModeResult RunFleet(const std::string& mode) {
     r.hot_to_owner += static_cast<uint64_t>(Number(*line, "hot_to_owner"));
     r.load_reports += static_cast<uint64_t>(Number(*line, "load_reports"));
     r.refused += static_cast<uint64_t>(Number(*line, "refused_load_reports"));
+    r.admission_refusals +=
+        static_cast<uint64_t>(Number(*line, "admission_refusals"));
     r.max_late_ms =
         std::max(r.max_late_ms, static_cast<int64_t>(Number(*line, "late_ms")));
   }
@@ -255,6 +263,7 @@ ModeResult RunFleet(const std::string& mode) {
     r.avg.push_back(Number(line, "avg"));
     r.max_peak = std::max(r.max_peak, r.peak.back());
     r.max_avg = std::max(r.max_avg, r.avg.back());
+    r.backend_refusals += static_cast<uint64_t>(Number(line, "refused"));
   }
   std::remove(start_file.c_str());
   std::remove(window_file.c_str());
@@ -296,6 +305,31 @@ TEST(FleetE2e, OutOfBandReportsHoldTheGlobalBoundWhereLocalBoundsDoNot) {
   EXPECT_GE(local.max_avg, 2 * bound) << local.Describe();
   // Per-call reports only: below LOCAL (its figures are printed above).
   EXPECT_LT(per_call.max_avg, local.max_avg) << per_call.Describe();
+}
+
+// Admission (issue 39): the backends refuse a call over the bound its client
+// sent, and the retry goes to the key's next choice with room. The bound a
+// client sends is its own estimate of ceil(f (L + 1) / (100 N)); L is
+// estimated too, so a backend's peak may pass the global bound by one.
+TEST(FleetE2e, AdmissionHoldsEveryBackendsPeakWithinTheBoundPlusOne) {
+  const double bound = std::ceil(static_cast<double>(kFactor) * kClients *
+                                 kInFlight / (100.0 * kBackends));
+  const ModeResult r = RunFleet("fleet-admission");
+  std::printf("global bound %g\nFLEET admission %s\n", bound,
+              r.Describe().c_str());
+  ASSERT_EQ(r.peak.size(), static_cast<size_t>(kBackends)) << r.Describe();
+  EXPECT_EQ(r.clients_ok, kClients) << "in_flight not back to 0";
+  EXPECT_GT(r.calls, 0u);
+  // Failed after the last of 5 attempts: issue 39's goal is 0, not met yet
+  // (a hot call refused at every choice; docs/fleet-bounds.md); bounded here.
+  EXPECT_LE(r.errors * 100, r.calls) << r.Describe();
+  EXPECT_LT(r.max_late_ms, kSettleMs);
+  for (size_t i = 0; i < r.peak.size(); ++i) {
+    EXPECT_LE(r.peak[i], bound + 1) << "backend " << i << ": " << r.Describe();
+  }
+  // Every refusal a backend made reached its client's policy as one; the
+  // backends also refuse the warm-up's calls, which the clients count too.
+  EXPECT_EQ(r.admission_refusals, r.backend_refusals);
 }
 
 // ---------------------------------------------------------------------------
@@ -368,6 +402,72 @@ bool CallUntilEachServed(Client& client, const Backends& backends, int each,
             });
       },
       20s, 0ms);
+}
+
+// serverLoad.admission with the retry policy it needs (docs/fleet-bounds.md).
+std::string AdmissionConfig() {
+  return absl::StrCat(
+      R"({"loadBalancingConfig":[{")", grpc_lb::kBoundedLoadRendezvousPolicy,
+      R"(":{"hashHeader":"x-session-id","retryRouting":"NEXT_CHOICE",)",
+      R"("serverLoad":{"outOfBandInterval":"0s","maxReportAge":"0.1s",)",
+      R"("admission":true}}}],)",
+      R"("methodConfig":[{"name":[{"service":"poise.example.Echo"}],)",
+      R"("retryPolicy":{"maxAttempts":5,"initialBackoff":"0.001s",)",
+      R"("maxBackoff":"0.01s","backoffMultiplier":2,)",
+      R"("retryableStatusCodes":["RESOURCE_EXHAUSTED"]}}]})");
+}
+
+// A backend that refuses every call as at 7 calls: each refusal is its
+// report (the estimate), counted for it and its channel, no failure of it
+// (not in its calls, still READY), and the retry succeeds elsewhere. Every
+// call carries its bound.
+TEST(FleetE2e, RefusalsUpdateTheEstimateAndAreNoBackendFailure) {
+  Backends backends;
+  ASSERT_TRUE(backends.Start(
+      {{"--call-ms", "1", "--reports", "none", "--refuse-all", "7"},
+       {"--call-ms", "1"},
+       {"--call-ms", "1"}}));
+  const std::string label = "admission-refusals";
+  Client client(backends.target(), AdmissionConfig(), label);
+  const std::string refusing = backends.addresses()[0];
+  int errors = 0;
+  int n = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const auto out = client.Call(absl::StrCat(label, "-", n++));
+        if (!out.status.ok()) ++errors;
+        const auto* b = StatsOf(StatsFor(label), refusing);
+        return b != nullptr && b->admission_refusals >= 10;
+      },
+      20s, 0ms));
+  EXPECT_EQ(errors, 0);
+  const grpc_lb::ChannelStats s = StatsFor(label);
+  const auto* b = StatsOf(s, refusing);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->reported_load, 7u);  // the refusal's count
+  EXPECT_GE(b->report_age_ms, 0);
+  EXPECT_EQ(s.admission_refusals, b->admission_refusals);
+  uint64_t refused_calls = 0;
+  for (uint64_t c : b->calls.by_status) refused_calls += c;
+  EXPECT_EQ(refused_calls, 0u) << "a refusal counted as a call of the backend";
+  EXPECT_EQ(
+      s.calls
+          .by_status[static_cast<size_t>(grpc::StatusCode::RESOURCE_EXHAUSTED)],
+      0u);
+  EXPECT_EQ(b->connectivity, "READY");
+  EXPECT_GE(s.retries, s.admission_refusals);
+  EXPECT_TRUE(WaitFor([&] { return test_support::TotalInFlight(label) == 0; }));
+  const std::vector<std::string> lines = backends.Stop();
+  ASSERT_EQ(lines.size(), 3u);
+  // Each backend saw the bound on every call its handler got.
+  EXPECT_EQ(static_cast<uint64_t>(Number(lines[0], "bound_headers")),
+            s.admission_refusals)
+      << lines[0];
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(Number(lines[i], "bound_headers"), Number(lines[i], "calls"))
+        << lines[i];
+    EXPECT_GT(Number(lines[i], "calls"), 0) << lines[i];
+  }
 }
 
 TEST(FleetE2e, BackendWithoutTheServerLibraryStillServesAndCountsOwnCalls) {

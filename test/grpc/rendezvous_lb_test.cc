@@ -24,6 +24,7 @@
 #include "src/grpc/identity_attribute.h"
 #include "src/grpc/registration.h"
 #include "src/grpc/rendezvous_config.h"
+#include "src/grpc/server_load.h"
 #include "src/router/config.h"
 #include "src/router/explain.h"
 
@@ -241,6 +242,27 @@ TEST(RendezvousConfig, ValidateServiceConfigReportsTheChannelsError) {
   EXPECT_FALSE(ValidateServiceConfig("{not json").ok());
 }
 
+// serverLoad.admission: a refusal's count, from poise::server's status only.
+TEST(ServerLoadAdmission, RefusalCountReadsOnlyTheServersRefusal) {
+  const auto refusal = [](const std::string& message) {
+    return RefusalCount(absl::ResourceExhaustedError(message));
+  };
+  EXPECT_EQ(refusal("poise-refused count=7 bound=6"), 7u);
+  EXPECT_EQ(refusal("poise-refused count=0 bound=1"), 0u);
+  EXPECT_EQ(refusal("poise-refused count=12"), 12u);
+  EXPECT_EQ(RefusalCount(absl::UnavailableError("poise-refused count=7")),
+            std::nullopt);
+  EXPECT_EQ(RefusalCount(absl::OkStatus()), std::nullopt);
+  for (const char* hostile :
+       {"", "poise-refused count=", "poise-refused count=x",
+        "poise-refused count=7x", "poise-refused count=-7",
+        "poise-refused count= 7", "Poise-refused count=7", "resource exhausted",
+        "poise-refused count=1099511627777",
+        "poise-refused count=9999999999999999999999"}) {
+    EXPECT_EQ(refusal(hostile), std::nullopt) << hostile;
+  }
+}
+
 // serverLoad (rule C8): loaded as gRPC's JSON, checked by the router.
 absl::StatusOr<router::Config> ParseServerLoad(const std::string& server_load,
                                                bool bounded = true) {
@@ -269,6 +291,11 @@ TEST(ServerLoadConfig, FullObjectAndDefaults) {
   auto bounds = ParseServerLoad(
       R"({"outOfBandInterval":"0.010s","maxReportAge":"3600s"})");
   ASSERT_TRUE(bounds.ok()) << bounds.status();
+  EXPECT_FALSE(defaults->server_load->admission);
+  auto admission = ParseServerLoad(R"({"admission":true})");
+  ASSERT_TRUE(admission.ok()) << admission.status();
+  EXPECT_TRUE(admission->server_load->admission);
+  EXPECT_FALSE(admission->server_load == router::ServerLoadConfig());
   auto absent = ParseServerLoad("null");
   ASSERT_TRUE(absent.ok()) << absent.status();
   EXPECT_FALSE(absent->server_load.has_value());
@@ -318,7 +345,11 @@ TEST(ServerLoadConfig, RejectedValuesNameTheField) {
        "outOfBandInterval (else every report expires before the next)]"},
       {R"({"metric":"rif","maxAge":"1s"})",
        "[field:serverLoad.maxAge error:unknown field (known: metric, "
-       "outOfBandInterval, maxReportAge)]"},
+       "outOfBandInterval, maxReportAge, admission)]"},
+      {R"({"admission":"true"})",
+       "[field:serverLoad.admission error:is not a boolean]"},
+      {R"({"admission":1})",
+       "[field:serverLoad.admission error:is not a boolean]"},
       {R"({"metric":7})", "[field:serverLoad.metric error:is not a string]"},
       {R"({"maxReportAge":1})",
        "[field:serverLoad.maxReportAge error:is not a string]"},

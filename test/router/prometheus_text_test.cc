@@ -157,10 +157,14 @@ TEST(PrometheusText, AddsChannelsOfOneLabelAndKeepsRetiredTotals) {
       Channel("shared", "CONNECTING", {Backend("a", "READY", 1, 0, 1)}));
   snapshot.live.push_back(
       Channel(odd, "READY", {Backend("id \"x\"", "IDLE", 0, 0, 0)}));
+  snapshot.live[0].backends[0].admission_refusals = 2;
+  snapshot.live[1].backends[0].admission_refusals = 1;
+  snapshot.live[0].admission_refusals = 2;
   grpc_lb::ChannelStats retired;
   retired.label = "shared";
   retired.picks = 10;
   retired.spills = 1;
+  retired.admission_refusals = 4;
   retired.calls.by_status[4] = 7;  // DEADLINE_EXCEEDED
   retired.calls.duration_buckets[5] = 7;
   retired.calls.duration_sum_ns = uint64_t{7} * 20'000'000;
@@ -193,6 +197,9 @@ TEST(PrometheusText, AddsChannelsOfOneLabelAndKeepsRetiredTotals) {
       e.Value("grpc_lb_poise_attempts_total", With(b, "grpc_status", "OK")),
       0.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_picks_total", a), 5.0);
+  // Refusals (serverLoad.admission) apart from the attempts.
+  EXPECT_EQ(e.Value("grpc_lb_poise_admission_refusals_total", a), 3.0);
+  EXPECT_EQ(e.Value("grpc_lb_poise_admission_refusals_total", b), 0.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_attempt_duration_seconds_bucket",
                     With(a, "le", "0.0005")),
             0.0);
@@ -213,6 +220,8 @@ TEST(PrometheusText, AddsChannelsOfOneLabelAndKeepsRetiredTotals) {
   const test_support::PromLabels shared = {{"channel", "shared"}};
   EXPECT_EQ(e.Value("grpc_lb_poise_channel_picks_total", shared), 17.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_channel_spills_total", shared), 1.0);
+  EXPECT_EQ(e.Value("grpc_lb_poise_channel_admission_refusals_total", shared),
+            6.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_channel_attempts_total",
                     With(shared, "grpc_status", "DEADLINE_EXCEEDED")),
             7.0);
@@ -288,7 +297,7 @@ TEST(PrometheusText, NothingToShowIsStillValid) {
   const std::string text = PrometheusText(MetricsSnapshot{});
   const PromParse parsed = ParsePrometheusText(text);
   ASSERT_TRUE(parsed.ok()) << parsed.error;
-  EXPECT_EQ(parsed.exposition.families.size(), 10u);
+  EXPECT_EQ(parsed.exposition.families.size(), 12u);
 }
 
 }  // namespace

@@ -90,6 +90,9 @@ class Gate {
     ++entered_;
     cv_.notify_all();
   }
+  // Handlers of calls admission refused: they return at once.
+  void EnterRefused() { refused_.fetch_add(1); }
+  int refused() const { return refused_.load(); }
   bool AwaitEntered(int n) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, kWait, [&] { return entered_ >= n; });
@@ -127,6 +130,7 @@ class Gate {
   std::mutex mu_;
   std::condition_variable cv_;
   int entered_ = 0;
+  std::atomic<int> refused_{0};
   int tickets_ = 0;
   bool open_ = false;
   std::deque<HeldReactor*> parked_;
@@ -200,6 +204,10 @@ class SyncEcho final : public example::Echo::Service {
   explicit SyncEcho(Gate* gate) : gate_(gate) {}
   grpc::Status Echo(grpc::ServerContext* context, const EchoRequest* request,
                     EchoReply* reply) override {
+    if (CallRefused(*context)) {
+      gate_->EnterRefused();
+      return {grpc::StatusCode::INTERNAL, "the refused call's handler"};
+    }
     gate_->Enter();
     Trailers(*request, context, context->client_metadata());
     if (request->payload() == "hold" && !gate_->Wait(context)) {
@@ -222,6 +230,13 @@ class CallbackEcho final : public example::Echo::CallbackService {
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
                                  const EchoRequest* request,
                                  EchoReply* reply) override {
+    if (CallRefused(*context)) {
+      gate_->EnterRefused();
+      grpc::ServerUnaryReactor* refused = context->DefaultReactor();
+      refused->Finish(grpc::Status(grpc::StatusCode::INTERNAL,
+                                   "the refused call's handler"));
+      return refused;
+    }
     gate_->Enter();
     Trailers(*request, context, context->client_metadata());
     if (request->payload() == "hold") {
@@ -326,6 +341,14 @@ class Calls {
   // Starts a call; returns its index.
   size_t Start(const std::string& payload, bool fail = false,
                milliseconds timeout = milliseconds(20000)) {
+    return StartWith(payload, {}, fail, timeout);
+  }
+
+  // Starts a call with these request headers too.
+  size_t StartWith(
+      const std::string& payload,
+      const std::vector<std::pair<std::string, std::string>>& headers,
+      bool fail = false, milliseconds timeout = milliseconds(20000)) {
     auto call = std::make_unique<Call>();
     call->request.set_payload(payload);
     call->request.set_fail(fail);
@@ -333,6 +356,9 @@ class Calls {
     call->context.set_wait_for_ready(true);
     call->id = std::to_string(next_id_.fetch_add(1));
     call->context.AddMetadata(test_support::kCallIdKey, call->id);
+    for (const auto& [key, value] : headers) {
+      call->context.AddMetadata(key, value);
+    }
     Call* raw = call.get();
     size_t index = 0;
     {
@@ -361,7 +387,13 @@ class Calls {
 
   // Starts a call and awaits its end.
   size_t Run(const std::string& payload, bool fail = false) {
-    const size_t index = Start(payload, fail);
+    return RunWith(payload, {}, fail);
+  }
+  size_t RunWith(
+      const std::string& payload,
+      const std::vector<std::pair<std::string, std::string>>& headers,
+      bool fail = false) {
+    const size_t index = StartWith(payload, headers, fail);
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, kWait, [&] {
       return std::find(done_.begin(), done_.end(), index) != done_.end();
@@ -804,6 +836,167 @@ TEST_P(LoadReportsTest, InterceptorsReplacedAfterwardsFailTheBuild) {
     EnableLoadReports(builder);
   });
   EXPECT_FALSE(twice.started());
+}
+
+// ---------------------------------------------------------------------------
+// Admission: a call carrying its client's bound is refused when the server
+// already serves that many counted calls.
+
+std::function<void(grpc::ServerBuilder&)> WithAdmission(
+    std::shared_ptr<LoadReports>* reports) {
+  return [reports](grpc::ServerBuilder& builder) {
+    LoadReportOptions options;
+    options.admission = true;
+    absl::StatusOr<std::shared_ptr<LoadReports>> enabled =
+        EnableLoadReports(builder, options);
+    ASSERT_TRUE(enabled.ok());
+    *reports = *enabled;
+  };
+}
+
+std::vector<std::pair<std::string, std::string>> Bound(const std::string& n) {
+  return {{kBoundHeader, n}};
+}
+
+// The count in a refusal's message, or nullopt if it is not a refusal.
+std::optional<int64_t> RefusalCount(const grpc::Status& status) {
+  const std::string& message = status.error_message();
+  const std::string prefix = kRefusalPrefix;
+  if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED ||
+      message.compare(0, prefix.size(), prefix) != 0) {
+    return std::nullopt;
+  }
+  return std::stoll(message.substr(prefix.size()));
+}
+
+TEST_P(LoadReportsTest, AdmissionRefusesACallAtItsBoundWithoutCountingIt) {
+  std::shared_ptr<LoadReports> reports;
+  TestServer server(GetParam(), WithAdmission(&reports));
+  ASSERT_TRUE(server.started());
+  Calls calls(server.channel());
+  calls.StartWith("hold", Bound("2"));
+  calls.StartWith("hold", Bound("2"));
+  ASSERT_TRUE(server.gate().AwaitEntered(2));
+  ASSERT_EQ(reports->calls_in_flight(), 2);
+
+  const size_t refused = calls.RunWith("x", Bound("2"));
+  EXPECT_EQ(RefusalCount(calls.status(refused)), 2);
+  // Its handler ran on the ended call and knew it (CallRefused), and
+  // the client saw the refusal, not the handler's status.
+  EXPECT_TRUE(Eventually([&] { return server.gate().refused() == 1; }));
+  EXPECT_EQ(reports->calls_in_flight(), 2);
+  EXPECT_EQ(reports->calls_refused(), 1);
+  // A bound with room, and a call without a bound, are admitted.
+  EXPECT_TRUE(calls.status(calls.RunWith("x", Bound("3"))).ok());
+  EXPECT_TRUE(calls.status(calls.Run("x")).ok());
+  EXPECT_EQ(reports->calls_refused(), 1);
+  EXPECT_EQ(reports->bounds_unparsed(), 0);
+
+  server.gate().Release(-1);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(calls.NextDone().has_value());
+  EXPECT_TRUE(Eventually([&] { return reports->calls_in_flight() == 0; }));
+}
+
+TEST_P(LoadReportsTest, AdmissionAdmitsExactlyTheBoundOfConcurrentCalls) {
+  std::shared_ptr<LoadReports> reports;
+  TestServer server(GetParam(), WithAdmission(&reports));
+  ASSERT_TRUE(server.started());
+  Calls calls(server.channel());
+  constexpr int kBound = 5;
+  constexpr int kCalls = 40;
+  for (int i = 0; i < kCalls; ++i) calls.StartWith("hold", Bound("5"));
+  int refused = 0;
+  for (int i = 0; i < kCalls - kBound; ++i) {
+    const std::optional<size_t> done = calls.NextDone();
+    ASSERT_TRUE(done.has_value());
+    const std::optional<int64_t> count = RefusalCount(calls.status(*done));
+    ASSERT_TRUE(count.has_value()) << calls.status(*done).error_message();
+    EXPECT_EQ(*count, kBound);
+    ++refused;
+  }
+  EXPECT_EQ(refused, kCalls - kBound);
+  EXPECT_EQ(reports->calls_in_flight(), kBound);
+  EXPECT_EQ(reports->calls_refused(), kCalls - kBound);
+  EXPECT_TRUE(
+      Eventually([&] { return server.gate().refused() == kCalls - kBound; }));
+  server.gate().Release(-1);
+  for (int i = 0; i < kBound; ++i) {
+    const std::optional<size_t> done = calls.NextDone();
+    ASSERT_TRUE(done.has_value());
+    EXPECT_TRUE(calls.status(*done).ok());
+  }
+  EXPECT_TRUE(Eventually([&] { return reports->calls_in_flight() == 0; }));
+}
+
+TEST_P(LoadReportsTest, AdmissionAdmitsAndCountsHostileBoundHeaders) {
+  std::shared_ptr<LoadReports> reports;
+  TestServer server(GetParam(), WithAdmission(&reports));
+  ASSERT_TRUE(server.started());
+  Calls calls(server.channel());
+  calls.Start("hold");  // one call in flight: a bound of 1 would refuse
+  ASSERT_TRUE(server.gate().AwaitEntered(1));
+  const std::vector<std::string> hostile = {
+      "",
+      "0",
+      "-1",
+      "+1",
+      " 1",
+      "1 ",
+      "0x1",
+      "1.5",
+      "abc",
+      "1e3",
+      std::string(19, '9'),
+      "99999999999999999999999999999999999999"};
+  for (const std::string& value : hostile) {
+    const size_t call = calls.RunWith("x", Bound(value));
+    EXPECT_TRUE(calls.status(call).ok())
+        << "'" << value << "': " << calls.status(call).error_message();
+  }
+  // Sent twice: which one holds is unclear, so neither does.
+  const size_t twice =
+      calls.RunWith("x", {{kBoundHeader, "1"}, {kBoundHeader, "1"}});
+  EXPECT_TRUE(calls.status(twice).ok()) << calls.status(twice).error_message();
+  EXPECT_EQ(reports->bounds_unparsed(),
+            static_cast<int64_t>(hostile.size()) + 1);
+  EXPECT_EQ(reports->calls_refused(), 0);
+  // Each was counted while it ran: its trailer says 2.
+  EXPECT_EQ(calls.Metric(twice), 2.0);
+  server.gate().Release(-1);
+  ASSERT_TRUE(calls.NextDone().has_value());
+  EXPECT_TRUE(Eventually([&] { return reports->calls_in_flight() == 0; }));
+}
+
+TEST_P(LoadReportsTest, WithoutAdmissionTheBoundHeaderIsIgnored) {
+  TestServer server(GetParam());
+  ASSERT_TRUE(server.started());
+  Calls calls(server.channel());
+  calls.Start("hold");
+  ASSERT_TRUE(server.gate().AwaitEntered(1));
+  const size_t call = calls.RunWith("x", Bound("1"));
+  EXPECT_TRUE(calls.status(call).ok());
+  EXPECT_EQ(calls.Metric(call), 2.0);
+  EXPECT_EQ(server.reports()->calls_refused(), 0);
+}
+
+TEST_P(LoadReportsTest, AdmissionKeepsOwnInterceptors) {
+  std::atomic<int> seen{0};
+  std::shared_ptr<LoadReports> reports;
+  TestServer server(GetParam(), [&](grpc::ServerBuilder& builder) {
+    std::vector<
+        std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        own;
+    own.push_back(std::make_unique<SeenFactory>(&seen));
+    LoadReportOptions options;
+    options.admission = true;
+    auto enabled = EnableLoadReports(builder, options, std::move(own));
+    ASSERT_TRUE(enabled.ok());
+    reports = *enabled;
+  });
+  ASSERT_TRUE(server.started());
+  Calls calls(server.channel());
+  EXPECT_EQ(calls.Metric(calls.RunWith("x", Bound("1"))), 1.0);
+  EXPECT_EQ(seen.load(), 1);
 }
 
 TEST(LoadReportOptionsTest, InvalidOptionsAreRefusedAndLeaveTheBuilder) {

@@ -10,11 +10,13 @@
 //       [--garbage nan|negative] [--lie 2^40|1e12|alternating]
 //       [--window-start-ms EPOCH_MS] [--window-start-file PATH]
 //       [--window-ms N] [--key-header x-key] [--hot-key hot]
+//       [--admission] [--refuse-all COUNT]
 //
 // It prints "listening on IP:PORT" once it serves, and on SIGTERM or SIGINT
 // ends its ORCA streams, shuts down (1 s deadline) and prints one JSON line:
 //   {"address":..,"calls":..,"window_calls":..,"window_hot_calls":..,
-//    "peak":..,"avg":..,"window_s":..}
+//    "peak":..,"avg":..,"window_s":..,"in_flight":..,"refused":..,
+//    "unparsed":..,"bound_headers":..}
 // The window is [window-start-ms, window-start-ms + window-ms] on the system
 // clock (milliseconds since the epoch), so that processes started apart agree
 // on it; without --window-start-ms it is from the start to the signal.
@@ -35,6 +37,13 @@
 // stream, which cannot be registered next to it, and no per-call report
 // would carry the true count: --lie implies --reports none. The calls are
 // served and measured as without it.
+//
+// --admission: LoadReportOptions::admission; a refused call's handler
+// returns at once (poise::CallRefused), unmeasured. --refuse-all COUNT
+// answers every call as a refusal at COUNT calls would (RESOURCE_EXHAUSTED,
+// "poise-refused count=COUNT ..."), without the library's admission: for a
+// client's handling of refusals. "bound_headers" counts the calls that
+// carried poise-bound.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/rpc_service_method.h>
 #include <grpcpp/support/method_handler.h>
@@ -87,6 +96,7 @@ int Usage() {
       "    [--garbage nan|negative] [--lie 2^40|1e12|alternating]\n"
       "    [--window-start-ms EPOCH_MS] [--window-start-file PATH]\n"
       "    [--window-ms N] [--key-header x-key] [--hot-key hot]\n"
+      "    [--admission] [--refuse-all COUNT]\n"
       "--lie: the ORCA stream reports that many calls in flight (alternating:\n"
       "    0 and 1e12 in turn) at the client's interval; implies --reports "
       "none\n");
@@ -142,19 +152,22 @@ class Concurrency {
 
   // Ends the window at `end_us` if it is still open (a signal before its
   // end) and prints the JSON line.
-  void Print(const std::string& address) {
+  void Print(const std::string& address, int64_t refused, int64_t unparsed,
+             uint64_t bound_headers) {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t now = NowUs();
     Advance(now);
     const int64_t end = std::min(end_us_, now);
     const int64_t length = std::max<int64_t>(0, end - start_us_);
     const double avg = length > 0 ? area_ / static_cast<double>(length) : 0.0;
-    std::printf(
-        "{\"address\":\"%s\",\"calls\":%" PRIu64 ",\"window_calls\":%" PRIu64
-        ",\"window_hot_calls\":%" PRIu64
-        ",\"peak\":%d,\"avg\":%.4f,\"window_s\":%.3f,\"in_flight\":%d}\n",
-        address.c_str(), calls_, window_calls_, window_hot_calls_, peak_, avg,
-        static_cast<double>(length) / 1e6, level_);
+    std::printf("{\"address\":\"%s\",\"calls\":%" PRIu64
+                ",\"window_calls\":%" PRIu64 ",\"window_hot_calls\":%" PRIu64
+                ",\"peak\":%d,\"avg\":%.4f,\"window_s\":%.3f,\"in_flight\":%d"
+                ",\"refused\":%" PRId64 ",\"unparsed\":%" PRId64
+                ",\"bound_headers\":%" PRIu64 "}\n",
+                address.c_str(), calls_, window_calls_, window_hot_calls_,
+                peak_, avg, static_cast<double>(length) / 1e6, level_, refused,
+                unparsed, bound_headers);
     std::fflush(stdout);
   }
 
@@ -195,6 +208,8 @@ struct Options {
   int64_t window_ms = -1;
   std::string key_header = "x-key";
   std::string hot_key = "hot";
+  bool admission = false;
+  int64_t refuse_all = -1;  // -1: serve
 };
 
 class Service final : public poise::example::Echo::Service {
@@ -209,12 +224,23 @@ class Service final : public poise::example::Echo::Service {
   }
 
   void set_address(std::string address) { address_ = std::move(address); }
+  uint64_t bound_headers() const { return bound_headers_.load(); }
 
   grpc::Status Echo(grpc::ServerContext* context,
                     const poise::example::EchoRequest* request,
                     poise::example::EchoReply* reply) override {
-    bool hot = false;
+    // Not measured: gRPC runs the handler of a call admission refused.
+    if (poise::CallRefused(*context)) {
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED, "refused"};
+    }
     const auto& metadata = context->client_metadata();
+    if (metadata.count(poise::kBoundHeader) > 0) bound_headers_.fetch_add(1);
+    if (options_.refuse_all >= 0) {
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+              absl::StrCat(poise::kRefusalPrefix, options_.refuse_all,
+                           " bound=", options_.refuse_all)};
+    }
+    bool hot = false;
     if (auto it = metadata.find(options_.key_header); it != metadata.end()) {
       hot = std::string_view(it->second.data(), it->second.size()) ==
             options_.hot_key;
@@ -255,6 +281,7 @@ class Service final : public poise::example::Echo::Service {
   Concurrency* const concurrency_;
   std::string garbage_;
   std::string address_;
+  std::atomic<uint64_t> bound_headers_{0};
 };
 
 // The lying out-of-band stream of --lie, on a sync handler: one server thread
@@ -377,6 +404,9 @@ bool ParseValue(const std::string& arg, const std::string& value,
     options->hot_key = value;
     return true;
   }
+  if (arg == "--refuse-all") {
+    return ParseInt(value, 0, 1000000, &options->refuse_all);
+  }
   return false;
 }
 
@@ -386,6 +416,10 @@ bool ParseOptions(int argc, char** argv, Options* options) {
     const std::string arg = argv[i];
     if (arg == "--exponential") {
       options->exponential = true;
+      continue;
+    }
+    if (arg == "--admission") {
+      options->admission = true;
       continue;
     }
     if (i + 1 >= argc || !ParseValue(arg, argv[++i], options)) return false;
@@ -431,6 +465,7 @@ int main(int argc, char** argv) {
     poise::LoadReportOptions report_options;
     report_options.per_call = options.reports != "oob";
     report_options.out_of_band = options.reports != "per-call";
+    report_options.admission = options.admission;
     auto enabled = poise::EnableLoadReports(builder, report_options);
     if (!enabled.ok()) {
       std::fprintf(stderr, "%s\n", enabled.status().ToString().c_str());
@@ -466,6 +501,8 @@ int main(int argc, char** argv) {
   if (liar.has_value()) liar->EndStreams();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server->Wait();
-  concurrency.Print(address);
+  concurrency.Print(address, reports ? reports->calls_refused() : 0,
+                    reports ? reports->bounds_unparsed() : 0,
+                    service.bound_headers());
   return 0;
 }

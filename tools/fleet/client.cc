@@ -5,7 +5,8 @@
 // else a Zipf(s) key over N keys.
 //
 //   poise-fleet-client --target ipv4:127.0.0.1:P1,127.0.0.1:P2,...
-//       [--mode local|fleet-per-call|fleet-oob] [--in-flight 1]
+//       [--mode local|fleet-per-call|fleet-oob|fleet-admission]
+//       [--in-flight 1]
 //       [--hot-share 0.5] [--keys 100000] [--zipf 1.0] [--seconds 10]
 //       [--start-at-ms EPOCH_MS | --start-at-file PATH]
 //       [--oob-interval 0.01s] [--max-report-age 1s] [--factor 150]
@@ -13,9 +14,12 @@
 //
 // Modes: local (no serverLoad: each client bounds its own calls only),
 // fleet-per-call (serverLoad, outOfBandInterval "0s"), fleet-oob (serverLoad,
-// outOfBandInterval --oob-interval). Before the loop it sends warm-up calls
-// until every backend has served one (READY), then waits for --start-at-ms
-// (system clock) if given, so that the clients of a fleet start together
+// outOfBandInterval --oob-interval), fleet-admission (fleet-oob with
+// serverLoad.admission, and the retry policy it needs: RESOURCE_EXHAUSTED
+// retried with retryRouting NEXT_CHOICE; its backends run --admission).
+// Before the loop it sends warm-up calls until every backend has served one
+// (READY), then waits for --start-at-ms (system clock) if given, so that the
+// clients of a fleet start together
 // (--start-at-file: prints {"ready":true} after the warm-up and waits, up to
 // 10 minutes, for PATH to hold that time: start_file.h);
 // the loop runs --seconds. At the end it waits (up to 5 s) for every
@@ -59,7 +63,8 @@ int Usage() {
   std::fprintf(
       stderr,
       "usage: poise-fleet-client --target ipv4:127.0.0.1:P1,127.0.0.1:P2,...\n"
-      "    [--mode local|fleet-per-call|fleet-oob] [--in-flight 1]\n"
+      "    [--mode local|fleet-per-call|fleet-oob|fleet-admission]\n"
+      "    [--in-flight 1]\n"
       "    [--hot-share 0.5] [--keys 100000] [--zipf 1.0] [--seconds 10]\n"
       "    [--start-at-ms EPOCH_MS | --start-at-file PATH]\n"
       "    [--oob-interval 0.01s] [--max-report-age 1s] [--factor 150]\n"
@@ -90,14 +95,28 @@ std::string ServiceConfig(const Options& o) {
     server_load = absl::StrCat(
         R"(,"serverLoad":{"metric":"rif","outOfBandInterval":"0s","maxReportAge":")",
         o.max_report_age, "\"}");
-  } else if (o.mode == "fleet-oob") {
+  } else if (o.mode == "fleet-oob" || o.mode == "fleet-admission") {
     server_load = absl::StrCat(
         R"(,"serverLoad":{"metric":"rif","outOfBandInterval":")",
-        o.oob_interval, R"(","maxReportAge":")", o.max_report_age, "\"}");
+        o.oob_interval, R"(","maxReportAge":")", o.max_report_age, "\"",
+        o.mode == "fleet-admission" ? R"(,"admission":true)" : "", "}");
   }
+  // A refused call's retry goes to the key's next choice with room; gRPC's
+  // cap of 5 attempts, and a short backoff: a refusal is no failure to wait
+  // out (docs/fleet-bounds.md, "Admission at the backend").
+  const bool admission = o.mode == "fleet-admission";
+  const char* routing = admission ? R"(,"retryRouting":"NEXT_CHOICE")" : "";
+  const char* method_config =
+      admission
+          ? R"(,"methodConfig":[{"name":[{"service":"poise.example.Echo"}],)"
+            R"("retryPolicy":{"maxAttempts":5,"initialBackoff":"0.001s",)"
+            R"("maxBackoff":"0.01s","backoffMultiplier":2,)"
+            R"("retryableStatusCodes":["RESOURCE_EXHAUSTED","UNAVAILABLE"]}}])"
+          : "";
   return absl::StrCat(
       R"({"loadBalancingConfig":[{"bounded_load_rendezvous":{"hashHeader":")",
-      kHeader, R"(","balanceFactorPercent":)", o.factor, server_load, "}}]}");
+      kHeader, R"(","balanceFactorPercent":)", o.factor, server_load, routing,
+      "}}]", method_config, "}");
 }
 
 // Zipf(s) over ranks 1..n by its cumulative distribution.
@@ -180,7 +199,7 @@ bool ParseValue(const std::string& arg, const std::string& value, Options* o) {
   if (arg == "--mode") {
     o->mode = value;
     return value == "local" || value == "fleet-per-call" ||
-           value == "fleet-oob";
+           value == "fleet-oob" || value == "fleet-admission";
   }
   if (arg == "--in-flight") {
     return InRange(value, &o->in_flight, 1, 64);
@@ -354,6 +373,7 @@ void Print(const Options& o, const Counts& counts, const std::string& owner,
                     ",\"in_flight\":", b.in_flight,
                     ",\"peak_in_flight\":", b.peak_in_flight,
                     ",\"reported_load\":", b.reported_load,
+                    ",\"admission_refusals\":", b.admission_refusals,
                     ",\"report_age_ms\":", b.report_age_ms, "}");
   }
   std::printf(
@@ -361,15 +381,17 @@ void Print(const Options& o, const Counts& counts, const std::string& owner,
       ",\"errors\":%" PRIu64 ",\"first_error\":\"%s\",\"hot_calls\":%" PRIu64
       ",\"hot_to_owner\":%" PRIu64 ",\"owner\":\"%s\",\"late_ms\":%" PRId64
       ",\"server_load\":%s,\"load_reports\":%" PRIu64
-      ",\"refused_load_reports\":%" PRIu64
-      ",\"picks_without_some_report\":%" PRIu64 ",\"picks\":%" PRIu64
-      ",\"spills\":%" PRIu64 ",\"in_flight_zero\":%s,\"backends\":[%s]}\n",
+      ",\"refused_load_reports\":%" PRIu64 ",\"admission_refusals\":%" PRIu64
+      ",\"retries\":%" PRIu64 ",\"picks_without_some_report\":%" PRIu64
+      ",\"picks\":%" PRIu64 ",\"spills\":%" PRIu64
+      ",\"in_flight_zero\":%s,\"backends\":[%s]}\n",
       JsonEscape(o.label).c_str(), o.mode.c_str(), counts.calls.load(),
       counts.errors.load(), JsonEscape(counts.first_error).c_str(),
       counts.hot_calls.load(), counts.hot_to_owner.load(), owner.c_str(),
       late_ms, s.server_load ? "true" : "false", s.load_reports,
-      s.refused_load_reports, s.picks_without_some_report, s.picks, s.spills,
-      zero ? "true" : "false", backends.c_str());
+      s.refused_load_reports, s.admission_refusals, s.retries,
+      s.picks_without_some_report, s.picks, s.spills, zero ? "true" : "false",
+      backends.c_str());
   std::fflush(stdout);
 }
 

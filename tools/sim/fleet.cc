@@ -44,6 +44,12 @@ constexpr char kFleetUsage[] =
     "    FLEET  serverLoad: the backends' reports, per call and out of band\n"
     "    IDEAL  one instantaneous view of every backend's load\n"
     "    PLAIN  (with --plain) FLEET without its herding rule\n"
+    "    ADMIT  (with --admission) FLEET, and each backend refuses a call it\n"
+    "           serves its client's bound for already; the refusal costs a\n"
+    "           round trip, updates the client's report of that backend, and\n"
+    "           the retry goes to the key's next choice with room (at most 5\n"
+    "           attempts, then the call fails); it also prints the refused\n"
+    "           and failed calls\n"
     "\n"
     "  --clients C        1..10000 (default 100)\n"
     "  --calls K          calls in flight per client, 1..64 (default 2)\n"
@@ -58,11 +64,13 @@ constexpr char kFleetUsage[] =
     "                     only (default 0)\n"
     "  --delay D          out-of-band report delay (default 0.01)\n"
     "  --max-age A        maxReportAge (default 1000: 1 s of 1 ms calls)\n"
+    "  --rtt R            a refusal's round trip (default 0.01)\n"
     "  --duration T       simulated time after warm-up (default 200)\n"
     "  --warmup T         simulated time not measured (default 20)\n"
     "  --seed S           (default 1)\n"
     "  --csv              one CSV row per mode\n"
     "  --plain            also PLAIN\n"
+    "  --admission        also ADMIT\n"
     "  --check            exit 1 unless IDEAL never passes the bound and\n"
     "                     FLEET's time-averaged maximum is below LOCAL's\n";
 
@@ -82,11 +90,13 @@ struct FleetOptions {
   double oob = 0.0;
   double delay = 0.01;
   double max_age = 1000.0;
+  double rtt = 0.01;
   double duration = 200.0;
   double warmup = 20.0;
   uint64_t seed = 1;
   bool csv = false;
   bool plain = false;
+  bool admission = false;
   bool check = false;
 };
 
@@ -176,6 +186,10 @@ constexpr ValueOption kValueOptions[] = {
      [](const char* v, FleetOptions* o) {
        return ParseDouble(v, 1e-6, 1e9, &o->max_age);
      }},
+    {"--rtt",
+     [](const char* v, FleetOptions* o) {
+       return ParseDouble(v, 0.0, 1000.0, &o->rtt);
+     }},
     {"--duration",
      [](const char* v, FleetOptions* o) {
        return ParseDouble(v, 1.0, 1e6, &o->duration);
@@ -195,9 +209,11 @@ struct FlagOption {
   std::string_view name;
   bool FleetOptions::*field;
 };
-constexpr FlagOption kFlagOptions[] = {{"--csv", &FleetOptions::csv},
-                                       {"--plain", &FleetOptions::plain},
-                                       {"--check", &FleetOptions::check}};
+constexpr FlagOption kFlagOptions[] = {
+    {"--csv", &FleetOptions::csv},
+    {"--plain", &FleetOptions::plain},
+    {"--admission", &FleetOptions::admission},
+    {"--check", &FleetOptions::check}};
 
 // Parses argv[i] (and its value, advancing i): false for a bad option.
 bool ParseOne(int argc, char** argv, int* i, FleetOptions* o) {
@@ -241,7 +257,7 @@ std::optional<int> ParseFleetOptions(int argc, char** argv, FleetOptions* o) {
 // ---------------------------------------------------------------------------
 // The simulation
 
-enum class Mode { kLocal, kFleet, kIdeal, kPlain };
+enum class Mode { kLocal, kFleet, kIdeal, kPlain, kAdmit };
 
 const char* ModeName(Mode mode) {
   switch (mode) {
@@ -253,6 +269,8 @@ const char* ModeName(Mode mode) {
       return "IDEAL";
     case Mode::kPlain:
       return "PLAIN";
+    case Mode::kAdmit:
+      return "ADMIT";
   }
   return "?";
 }
@@ -263,7 +281,12 @@ struct Outcome {
   double spill = 0;         // share of calls not on their key's READY owner
   uint64_t calls = 0;       // calls started after warm-up
   bool peak_within = true;  // every load <= 1.25 bound + 1
+  uint64_t refused = 0;     // ADMIT: attempts refused, of those calls
+  uint64_t failed = 0;      // ADMIT: calls refused at every attempt
 };
+
+// ADMIT: gRPC's cap on a call's attempts (maxAttempts 5).
+constexpr uint32_t kMaxAttempts = 5;
 
 // One call's record in its client's recent history (out-of-band reports
 // count the client's own calls at the moment a report arrived).
@@ -292,6 +315,17 @@ struct EndEvent {
   uint32_t client;
   uint32_t backend;
   size_t record;
+  // ADMIT: the refusal of attempt `attempt` of a call on `key` arrives back
+  // at its client, with the backend's count when it refused.
+  bool refusal = false;
+  uint32_t attempt = 0;
+  uint64_t count = 0;
+  std::string key;
+
+  static EndEvent Of(double time, uint32_t client, uint32_t backend,
+                     size_t record) {
+    return {time, client, backend, record, false, 0, 0, {}};
+  }
   bool operator>(const EndEvent& other) const { return time > other.time; }
 };
 
@@ -312,8 +346,9 @@ class Fleet final {
       candidates.push_back({ids_[b], o_.weights[b], true});
       total_weight_ += o_.weights[b];
     }
-    auto table = std::make_shared<const poise::IdentityTable>(candidates);
-    prepared_ = std::make_unique<PreparedCandidates>(candidates, table);
+    table_ = std::make_shared<const poise::IdentityTable>(candidates);
+    prepared_ = std::make_unique<PreparedCandidates>(candidates, table_);
+    candidates_ = candidates;
     for (size_t b = 0; b < ids_.size(); ++b) {
       const Bound bound(static_cast<uint32_t>(o_.factor),
                         o_.clients * o_.calls - 1, o_.weights[b],
@@ -352,7 +387,7 @@ class Fleet final {
     // Every client starts its calls at random moments of the first call time.
     for (uint32_t c = 0; c < clients_.size(); ++c) {
       for (uint64_t k = 0; k < o_.calls; ++k) {
-        pending_starts_.push_back({unit(rng_), c, 0, 0});
+        pending_starts_.push_back(EndEvent::Of(unit(rng_), c, 0, 0));
       }
     }
     std::sort(
@@ -377,6 +412,10 @@ class Fleet final {
       }
       const EndEvent e = ends_.top();
       ends_.pop();
+      if (e.refusal) {
+        Refused(e, now);
+        continue;
+      }
       EndCall(e, now);
       StartCall(e.client, now);
     }
@@ -461,8 +500,8 @@ class Fleet final {
                        Ns(now - at)};
   }
 
-  size_t Decide(uint32_t client, const std::string& key, double now) {
-    Client& c = clients_[client];
+  // L as client c sees it at `now` (estimate_ and reports_ filled in).
+  uint64_t EstimateTotal(const Client& c, double now) {
     const size_t n = ids_.size();
     estimate_.assign(n, 0);
     reports_.resize(n);
@@ -477,13 +516,14 @@ class Fleet final {
           break;
         case Mode::kFleet:
         case Mode::kPlain:
+        case Mode::kAdmit:
           reports_[b] = Fresh(c, b, now);
           estimate_[b] = poise::router::FleetEstimate(reports_[b], c.own[b]);
           break;
       }
       total += estimate_[b];
     }
-    if (mode_ == Mode::kFleet || mode_ == Mode::kPlain) {
+    if (mode_ != Mode::kLocal && mode_ != Mode::kIdeal) {
       // L as the picker sums it, each backend capped (OthersPartOfL).
       parts_.clear();
       for (size_t b = 0; b < n; ++b) {
@@ -494,6 +534,22 @@ class Fleet final {
                                            static_cast<uint32_t>(o_.factor),
                                            total_weight_);
     }
+    return total;
+  }
+
+  // The bound a decision at `total` holds backend b to (room below it).
+  uint64_t BoundOf(size_t b, uint64_t total) const {
+    const UInt128 capacity = Bound(static_cast<uint32_t>(o_.factor), total,
+                                   o_.weights[b], total_weight_)
+                                 .Capacity();
+    return capacity > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(capacity);
+  }
+
+  // A first attempt's backend; `bound` gets the bound the pick used.
+  size_t Decide(uint32_t client, const std::string& key, double now,
+                uint64_t* bound) {
+    Client& c = clients_[client];
+    const uint64_t total = EstimateTotal(c, now);
     const auto plain = [this](size_t b) { return estimate_[b]; };
     // FLEET: the herding rule (fleet_load.h), as the picker applies it: only
     // the backends the decision visits are read, each read an ask.
@@ -509,7 +565,7 @@ class Fleet final {
                                         asks, unit(rng_));
     };
     auto routed =
-        mode_ == Mode::kFleet
+        mode_ == Mode::kFleet || mode_ == Mode::kAdmit
             ? prepared_->RouteWithTotal(policy_, key, total, herding, scratch_)
             : prepared_->RouteWithTotal(policy_, key, total, plain, scratch_);
     if (routed.value().stale_total) {  // the rule left no room: without it
@@ -518,15 +574,80 @@ class Fleet final {
     const PreparedCandidates::Routed& r = routed.value();
     if (now >= o_.warmup) {
       ++outcome_.calls;
-      if (r.spilled) ++spills_;
+      // ADMIT counts where a call is served, at its admission.
+      if (r.spilled && mode_ != Mode::kAdmit) ++spills_;
     }
+    *bound = BoundOf(r.selection, total);
+    owner_ = r.affinity;
     return r.selection;
+  }
+
+  // A retry's backend (attempt n + 1): the key's (n + 1)-th choice with
+  // room, by the loads without the herding rule, as the picker's NEXT_CHOICE.
+  size_t DecideRetry(uint32_t client, const std::string& key, uint32_t n,
+                     double now, uint64_t* bound) {
+    const uint64_t total = EstimateTotal(clients_[client], now);
+    const size_t chosen =
+        prepared_
+            ->NthWithRoomForTotal(
+                policy_, key, total, [this](size_t b) { return estimate_[b]; },
+                n, scratch_)
+            .value()
+            .selection;
+    *bound = BoundOf(chosen, total);
+    return chosen;
   }
 
   void StartCall(uint32_t client, double now) {
     const std::string key = NextKey();
-    const size_t b = Decide(client, key, now);
+    uint64_t bound = 0;
+    const size_t b = Decide(client, key, now, &bound);
+    Attempt(client, key, 0, b, bound, now);
+  }
+
+  // ADMIT: a refusal back at its client, one round trip after it: the
+  // report of the backend's count, then the call's next attempt.
+  void Refused(const EndEvent& e, double now) {
+    Client& c = clients_[e.client];
+    const size_t b = e.backend;
+    --c.own[b];  // the refused call held its slot until now
+    --c.own_total;
+    c.reported[b] = e.count;
+    c.own_then[b] = c.own[b];
+    c.reported_at[b] = now;
+    if (e.attempt + 1 >= kMaxAttempts) {
+      if (now >= o_.warmup) ++outcome_.failed;
+      StartCall(e.client, now);
+      return;
+    }
+    uint64_t bound = 0;
+    const size_t next =
+        DecideRetry(e.client, e.key, e.attempt + 1, now, &bound);
+    Attempt(e.client, e.key, e.attempt + 1, next, bound, now);
+  }
+
+  // Attempt `attempt` of a call on `key` reaches backend b with `bound`.
+  void Attempt(uint32_t client, const std::string& key, uint32_t attempt,
+               size_t b, uint64_t bound, double now) {
     Client& c = clients_[client];
+    if (mode_ == Mode::kAdmit) {
+      if (load_[b] >= bound) {
+        if (now >= o_.warmup) ++outcome_.refused;
+        ++c.own[b];
+        ++c.own_total;
+        EndEvent refusal =
+            EndEvent::Of(now + o_.rtt, client, static_cast<uint32_t>(b), 0);
+        refusal.refusal = true;
+        refusal.attempt = attempt;
+        refusal.count = load_[b];
+        refusal.key = key;
+        ends_.push(std::move(refusal));
+        return;
+      }
+      if (attempt == 0 ? b != owner_ : b != KeyOwner(key)) {
+        if (now >= o_.warmup) ++spills_;
+      }
+    }
     ++c.own[b];
     ++c.own_total;
     ++load_[b];
@@ -543,7 +664,8 @@ class Fleet final {
     const size_t record = c.next_record;
     c.next_record = (c.next_record + 1) % c.recent.size();
     c.recent[record] = {static_cast<uint32_t>(b), now, HUGE_VAL};
-    ends_.push({now + length, client, static_cast<uint32_t>(b), record});
+    ends_.push(
+        EndEvent::Of(now + length, client, static_cast<uint32_t>(b), record));
   }
 
   void EndCall(const EndEvent& e, double now) {
@@ -562,13 +684,21 @@ class Fleet final {
     if (r.backend == e.backend && r.end == HUGE_VAL) r.end = now;
   }
 
+  // The key's owner among every backend (all READY here).
+  size_t KeyOwner(const std::string& key) const {
+    return poise::WeightedRendezvous::Pick(key, candidates_, *table_).value();
+  }
+
   const FleetOptions& o_;
   const Mode mode_;
   std::mt19937_64 rng_;
   const BoundedLoadRendezvous policy_;
   std::vector<std::string> ids_;
   uint64_t total_weight_ = 0;
+  std::shared_ptr<const poise::IdentityTable> table_;
+  std::vector<Candidate> candidates_;
   std::unique_ptr<PreparedCandidates> prepared_;
+  size_t owner_ = 0;  // the last first attempt's key owner
   std::vector<double> global_bound_;
   std::vector<double> zipf_cdf_;
   std::vector<uint64_t> load_;
@@ -600,7 +730,7 @@ void PrintHeader(const FleetOptions& o, double bound) {
   if (o.csv) {
     std::printf(
         "mode,clients,calls,backends,oob,bound,peak,avg_max,peak_ratio,"
-        "avg_max_ratio,spill,owner_share,peak_within\n");
+        "avg_max_ratio,spill,owner_share,peak_within,refused_share,failed\n");
     return;
   }
   std::printf(
@@ -617,17 +747,27 @@ void PrintHeader(const FleetOptions& o, double bound) {
 
 void PrintRow(const FleetOptions& o, double bound, Mode mode,
               const Outcome& out) {
+  const double refused_share =
+      out.calls > 0
+          ? static_cast<double>(out.refused) / static_cast<double>(out.calls)
+          : 0.0;
   if (o.csv) {
     std::printf("%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64
-                ",%g,%.0f,%.2f,%.2f,%.3f,%.3f,%.4f,%.4f,%d\n",
+                ",%g,%.0f,%.2f,%.2f,%.3f,%.3f,%.4f,%.4f,%d,%.4f,%" PRIu64 "\n",
                 ModeName(mode), o.clients, o.calls, o.backends, o.oob, bound,
                 out.peak * bound, out.avg_max * bound, out.peak, out.avg_max,
-                out.spill, 1 - out.spill, out.peak_within ? 1 : 0);
+                out.spill, 1 - out.spill, out.peak_within ? 1 : 0,
+                refused_share, out.failed);
     return;
   }
-  std::printf("%-6s %8.1f %8.2f %10.2f %10.3f %6.1f%% %11.1f%%\n",
-              ModeName(mode), out.peak * bound, out.avg_max * bound, out.peak,
-              out.avg_max, 100 * out.spill, 100 * (1 - out.spill));
+  std::printf("%-6s %8.1f %8.2f %10.2f %10.3f %6.1f%% %11.1f%%", ModeName(mode),
+              out.peak * bound, out.avg_max * bound, out.peak, out.avg_max,
+              100 * out.spill, 100 * (1 - out.spill));
+  if (mode == Mode::kAdmit) {
+    std::printf("  refused %.2f%% of %" PRIu64 " calls, %" PRIu64 " failed",
+                100 * refused_share, out.calls, out.failed);
+  }
+  std::printf("\n");
 }
 
 }  // namespace
@@ -641,6 +781,7 @@ int RunFleet(int argc, char** argv) {
   PrintHeader(o, bound);
   std::vector<Mode> modes = {Mode::kLocal, Mode::kFleet, Mode::kIdeal};
   if (o.plain) modes.push_back(Mode::kPlain);
+  if (o.admission) modes.push_back(Mode::kAdmit);
   std::vector<Outcome> outcomes;
   for (const Mode mode : modes) {
     outcomes.push_back(Fleet(o, mode).Run());
