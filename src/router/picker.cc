@@ -304,7 +304,10 @@ PickOutcome Picker::PickAlongOrder(std::string_view key,
         internal::WalkToNthWithRoom(order.value(), factor, total, view, nth,
                                     internal::Reads::kVisited, scratch);
   }
-  if (!walked.ok()) return NoneAdmitted(walked.error(), view.filter());
+  if (!walked.ok()) {
+    return NoneAdmitted(walked.error(), order.value(), first_attempt,
+                        view.filter());
+  }
   const size_t owner = walked.value().owner;
   // The bound holds at the slot on a first attempt of the scope's counts:
   // channels of one scope pick at the same time, so the selection may have
@@ -356,11 +359,16 @@ PickOutcome Picker::TakeAnyAlong(internal::KeyOrder& order, size_t owner,
   return Exhausted();
 }
 
-PickOutcome Picker::NoneAdmitted(PickError error,
+PickOutcome Picker::NoneAdmitted(PickError error, internal::KeyOrder& order,
+                                 bool first_attempt,
                                  const SlotFilter& filter) const {
   if (error == PickError::kNoEligibleCandidates && filter.limited() &&
       ready_count_ != 0) {
-    return Exhausted();
+    // The backends with room are at the limit, the others over their
+    // bounds: the limit is the hard rule, the bound is not.
+    const size_t owner =
+        order.yielded() != 0 ? order.Yielded(0, Scratch()) : internal::kNone;
+    return TakeAnyAlong(order, owner, first_attempt, filter);
   }
   return Fail(RouteError(error));
 }

@@ -108,9 +108,11 @@ struct PickOutcome {
 //      The bound is held at the slot (taken only while the count is below
 //      it); a pick that loses the slot goes on along the same order.
 //   P4. maxInFlightPerBackend: the slot is taken at the pick, so the limit is
-//      exact. A backend at the limit is passed over as full; with every
-//      READY backend at the limit the call fails with RESOURCE_EXHAUSTED.
-//      It never waits.
+//      exact. A backend at the limit is passed over as full; where every
+//      READY backend with room is at the limit, the first below it in the
+//      key's order takes the call past its bound (the limit is the hard
+//      rule); with every READY backend at the limit the call fails with
+//      RESOURCE_EXHAUSTED. It never waits.
 //   P5. A route the core refuses (PickError) fails the call with INTERNAL.
 //   P6. A retry (previous_attempts = k > 0) of a keyed call under retryRouting
 //      NEXT_CHOICE goes to the key's (k + 1)-th choice among the READY
@@ -225,9 +227,12 @@ class Picker final {
   POISE_COLD PickOutcome TakeAnyAlong(internal::KeyOrder& order, size_t owner,
                                       bool first_attempt,
                                       const SlotFilter& filter) const;
-  // A walk that found nobody: RESOURCE_EXHAUSTED when the limit left every
-  // READY backend out, else P5.
+  // A walk along `order` (walked to its end) that found nobody: under the
+  // limit, TakeAnyAlong (RESOURCE_EXHAUSTED when every READY backend is at
+  // it); else P5.
   POISE_COLD PickOutcome NoneAdmitted(PickError error,
+                                      internal::KeyOrder& order,
+                                      bool first_attempt,
                                       const SlotFilter& filter) const;
   SlotFilter Filter() const { return SlotFilter(counters_.data(), limit_); }
   // Backend i's load as a pick compares it: the scope's, or under serverLoad

@@ -383,6 +383,9 @@ const grpc_lb::BackendStats* StatsOf(const grpc_lb::ChannelStats& s,
   }
   return nullptr;
 }
+// A pointer into a temporary snapshot would dangle.
+const grpc_lb::BackendStats* StatsOf(grpc_lb::ChannelStats&&,
+                                     const std::string&) = delete;
 
 // Sequential calls with fresh keys until each backend has served `each`
 // (false after 20 s); every call must succeed.
@@ -436,7 +439,8 @@ TEST(FleetE2e, RefusalsUpdateTheEstimateAndAreNoBackendFailure) {
       [&] {
         const auto out = client.Call(absl::StrCat(label, "-", n++));
         if (!out.status.ok()) ++errors;
-        const auto* b = StatsOf(StatsFor(label), refusing);
+        const grpc_lb::ChannelStats now = StatsFor(label);
+        const auto* b = StatsOf(now, refusing);
         return b != nullptr && b->admission_refusals >= 10;
       },
       20s, 0ms));
