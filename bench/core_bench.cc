@@ -17,15 +17,19 @@
 #include <string_view>
 #include <vector>
 
+#include "poise/bound.h"
 #include "poise/hash.h"
 #include "poise/identity_table.h"
 #include "poise/in_flight.h"
 #include "poise/rendezvous.h"
 #include "ring.h"
+#include "router_channel.h"
 #include "src/core/candidate_hash.h"
 #include "src/core/identity_store.h"
 #include "src/core/key_order.h"
 #include "src/core/prepared_candidates.h"
+#include "src/router/config.h"
+#include "src/router/picker.h"
 
 namespace {
 
@@ -571,6 +575,104 @@ void BM_PairedSaturated(benchmark::State& state) {
   state.counters["saturated"] = c.saturated_fraction;
 }
 
+// Half of `channel`'s n backends (a shuffled half) at or over their bound
+// under the channel's factor: each holds `load` calls, the least power of
+// two that leaves them no room. Returns the counters raised, to lower them
+// when done.
+std::vector<poise::InFlightCounter*> FillHalf(
+    const poise::bench::RouterChannel& channel, uint32_t factor_percent) {
+  const size_t n = channel.backends().size();
+  std::vector<size_t> half(n);
+  for (size_t i = 0; i < n; ++i) half[i] = i;
+  std::shuffle(half.begin(), half.end(), std::mt19937_64(7));
+  half.resize(n / 2);
+  uint64_t load = 1;
+  for (;; load *= 2) {
+    const uint64_t total = load * half.size();
+    const poise::Bound bound(factor_percent, total, 1, n);
+    if (!bound.HasRoom(load)) break;
+  }
+  std::vector<poise::InFlightCounter*> raised;
+  for (size_t i : half) {
+    poise::InFlightCounter* counter = channel.backends()[i].cell->in_flight;
+    for (uint64_t k = 0; k < load; ++k) {
+      counter->TryAcquireWithin(poise::InFlightCounter::kNoLimit);
+      raised.push_back(counter);
+    }
+  }
+  return raised;
+}
+
+// The pick engine's costs (issue 36's goals), paired on one weight over n
+// backends. Through router::Picker, what the gRPC picker runs:
+// weighted_rendezvous's pick; bounded_load_rendezvous's first attempt and a
+// retry's second choice (NEXT_CHOICE, one previous attempt), idle and with
+// half the backends at their bound; the ring. On the public API over an
+// IdentityTable (half the backends at their bound under kBenchFactor):
+// WeightedRendezvous::Pick, Decide and DecideNth(..., 1, ...).
+void BM_PairedEngine(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const auto one = [](size_t) { return 1; };
+  poise::router::Config bounded;
+  bounded.bounded = true;
+  const poise::bench::RouterChannel weighted_channel(poise::router::Config{}, n,
+                                                     one);
+  const poise::bench::RouterChannel idle_channel(bounded, n, one);
+  const poise::bench::RouterChannel half_channel(bounded, n, one);
+  const std::vector<poise::InFlightCounter*> raised =
+      FillHalf(half_channel, bounded.balance_factor_percent);
+  const poise::router::Picker& weighted = weighted_channel.picker();
+  const poise::router::Picker& idle = idle_channel.picker();
+  const poise::router::Picker& half = half_channel.picker();
+
+  const Cluster c = MakeCluster(n, 0.5, /*one_weight=*/true);
+  const poise::IdentityTable table(c.candidates);
+  const auto policy = *poise::BoundedLoadRendezvous::Create(kBenchFactor);
+  const auto load = [&c](size_t i) { return c.loads[i]; };
+  poise::DecisionScratch scratch;
+  const Ring ring = BuildRing(c.candidates);
+  const auto pick = [](const poise::router::Picker& picker, uint32_t previous) {
+    return [&picker, previous](const std::string& key) {
+      benchmark::DoNotOptimize(
+          picker.Pick(poise::router::PickRequest{key, previous}));
+    };
+  };
+  const auto ns = PairedRuns<9>(
+      state, {pick(weighted, 0), pick(idle, 0), pick(idle, 1), pick(half, 0),
+              pick(half, 1),
+              [&](const std::string& key) {
+                benchmark::DoNotOptimize(RingPick(ring, key));
+              },
+              [&](const std::string& key) {
+                benchmark::DoNotOptimize(
+                    poise::WeightedRendezvous::Pick(key, c.candidates, table));
+              },
+              [&](const std::string& key) {
+                benchmark::DoNotOptimize(
+                    policy.Decide(key, c.candidates, table, load, scratch));
+              },
+              [&](const std::string& key) {
+                benchmark::DoNotOptimize(policy.DecideNth(
+                    key, c.candidates, table, load, 1, scratch));
+              }});
+  for (poise::InFlightCounter* counter : raised) counter->Release();
+  state.counters["weighted_ns"] = ns[0];
+  state.counters["first_ns"] = ns[1];
+  state.counters["retry_ns"] = ns[2];
+  state.counters["half_first_ns"] = ns[3];
+  state.counters["half_retry_ns"] = ns[4];
+  state.counters["ring_ns"] = ns[5];
+  state.counters["api_pick_ns"] = ns[6];
+  state.counters["api_decide_ns"] = ns[7];
+  state.counters["api_nth_ns"] = ns[8];
+  state.counters["half_over_unbounded"] = ns[3] / ns[0];
+  state.counters["retry_over_first"] = ns[2] / ns[1];
+  state.counters["half_retry_over_first"] = ns[4] / ns[3];
+  state.counters["weighted_over_ring"] = ns[0] / ns[5];
+  state.counters["api_decide_over_pick"] = ns[7] / ns[6];
+  state.counters["api_nth_over_pick"] = ns[8] / ns[6];
+}
+
 // Membership update: the picker snapshot (candidates, shared counters and the
 // PreparedCandidates over the shared table).
 void BM_SnapshotBuild(benchmark::State& state) {
@@ -692,6 +794,7 @@ BENCHMARK(BM_PreparedRouteWithTotalTwoWeights)
 BENCHMARK(BM_PairedRatio)->ArgsProduct({{3, 10, 100, 1000}, {50}});
 BENCHMARK(BM_PairedRatioTwoWeights)->ArgsProduct({{3, 10, 100, 1000}, {50}});
 BENCHMARK(BM_PairedPicks)->Apply(Sizes);
+BENCHMARK(BM_PairedEngine)->Apply(Sizes);
 BENCHMARK(BM_PairedSaturated)
     ->ArgsProduct({{3, 10, 100, 1000}, {50, 90}, {1, 2}});
 BENCHMARK(BM_Ring)->Apply(Sizes);

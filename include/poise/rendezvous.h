@@ -45,8 +45,9 @@ class WeightedRendezvous final {
   // The key's (n + 1)-th choice among the eligible candidates: n = 0 is
   // Pick's owner, n = 1 the candidate Ranking lists second, and n wraps
   // around (it is taken modulo the number of eligible candidates). For
-  // retries, so simple rather than fast: O(size * (n mod eligible + 1))
-  // exact scores, no allocation. `table` as for Pick (kTableMismatch).
+  // retries: one hashing pass and n + 1 exact scores per weight for n below
+  // 7 and at most 8 weights, else O(size * (n + 1)) exact scores; no
+  // allocation. `table` as for Pick (kTableMismatch).
   static Result<size_t> PickNth(std::string_view key,
                                 const std::vector<Candidate>& candidates,
                                 const IdentityTable& table, size_t n);
@@ -113,7 +114,7 @@ class BoundedLoadRendezvous final {
   // load is below their bound (Decide's bounds, from the same loads), n
   // taken modulo their number. `affinity` is the first candidate overall,
   // `spilled` is selection != affinity. For retries: each eligible load read
-  // once into `scratch`, then O(size * (n mod with room + 1)) exact scores.
+  // once into `scratch`, then PickNth's cost, n counted among those with room.
   // Errors as Decide's, plus kTableMismatch.
   template <typename LoadFn>
   Result<Decision> DecideNth(std::string_view key,

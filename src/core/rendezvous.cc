@@ -232,15 +232,17 @@ Result<Decision> BoundedLoadRendezvous::DecideOnLoadsWithTotal(
 }
 
 // ---------------------------------------------------------------------------
-// The k-th choice (retries): repeated selection of the best rank after the
-// previous one, in the contract's order (Rank::Precedes), over the
-// candidates `admit` accepts.
+// The k-th choice (retries), in the contract's order (Rank::Precedes), over
+// the candidates `admit` accepts.
 
 namespace {
 
+// Every admitted candidate ranked exactly, the best rank after the previous
+// one n + 1 times: O(size * (n + 1)) scores, for what NthByLargestZ leaves.
 template <typename Admit>
-size_t NthInOrder(const KeyHash& hash, const std::vector<Candidate>& candidates,
-                  const IdentityTable& table, size_t n, Admit admit) {
+size_t NthByExactRanks(const KeyHash& hash,
+                       const std::vector<Candidate>& candidates,
+                       const IdentityTable& table, size_t n, Admit admit) {
   const auto rank = [&](size_t i) {
     const uint64_t z = table.Mixed(hash.state(), i);
     return Rank{Score(z, candidates[i].weight), z, candidates[i].weight, i};
@@ -263,6 +265,90 @@ size_t NthInOrder(const KeyHash& hash, const std::vector<Candidate>& candidates,
     have_previous = true;
   }
   return previous.index;
+}
+
+// The largest z of one weight's admitted candidates, best first (equal z:
+// the earlier index), at most `keep` of them.
+constexpr size_t kMaxKept = 8;
+struct LargestZs {
+  uint32_t weight = 0;
+  size_t size = 0;
+  uint64_t z[kMaxKept] = {};
+  size_t index[kMaxKept] = {};
+
+  void Offer(uint64_t zi, size_t i, size_t keep) {
+    if (size == keep && zi <= z[keep - 1]) return;
+    size_t at = size < keep ? size++ : keep - 1;
+    for (; at > 0 && z[at - 1] < zi; --at) {
+      z[at] = z[at - 1];
+      index[at] = index[at - 1];
+    }
+    z[at] = zi;
+    index[at] = i;
+  }
+};
+
+// The same answer from one hashing pass: within one weight the contract's
+// order is the order of z wherever two z are separated (score_bounds.h),
+// so when a weight's (n + 2)-th largest z is separated from its (n + 1)-th,
+// every member of that weight past the n + 1 largest ranks after n + 1 of
+// its own and cannot be the (n + 1)-th overall. Only those n + 1 per weight
+// are ranked exactly. nullopt (NthByExactRanks decides) for more than
+// kMaxGroups weights, n + 2 past kMaxKept, or a near-tie at a cut.
+template <typename Admit>
+std::optional<size_t> NthByLargestZ(const KeyHash& hash,
+                                    const std::vector<Candidate>& candidates,
+                                    const IdentityTable& table, size_t n,
+                                    Admit admit) {
+  const size_t keep = n + 2;
+  if (keep > kMaxKept) return std::nullopt;
+  LargestZs weights[internal::kMaxGroups];
+  size_t weight_count = 0;
+  const IdentityTable::KeyRow row = table.ForKey(hash.state());
+  constexpr size_t kBlock = 64;
+  uint64_t z[kBlock];
+  for (size_t begin = 0; begin < candidates.size(); begin += kBlock) {
+    const size_t end = std::min(candidates.size(), begin + kBlock);
+    internal::TableMixedRange(row, begin, end, z);
+    for (size_t i = begin; i < end; ++i) {
+      const Candidate& c = candidates[i];
+      if (!c.IsEligible() || !admit(i)) continue;
+      LargestZs* w = weights;
+      while (w != weights + weight_count && w->weight != c.weight) ++w;
+      if (w == weights + weight_count) {
+        if (weight_count == internal::kMaxGroups) return std::nullopt;
+        w->weight = c.weight;
+        ++weight_count;
+      }
+      w->Offer(z[i - begin], i, keep);
+    }
+  }
+  Rank ranked[internal::kMaxGroups * (kMaxKept - 1)];
+  size_t count = 0;
+  for (size_t g = 0; g < weight_count; ++g) {
+    const LargestZs& w = weights[g];
+    if (w.size == keep && !internal::Separated(w.z[n], w.z[n + 1])) {
+      return std::nullopt;
+    }
+    for (size_t j = 0; j < std::min(w.size, n + 1); ++j) {
+      ranked[count++] =
+          Rank{Score(w.z[j], w.weight), w.z[j], w.weight, w.index[j]};
+    }
+  }
+  if (count <= n) return std::nullopt;  // the caller's n is below it
+  std::nth_element(ranked, ranked + n, ranked + count,
+                   [](const Rank& a, const Rank& b) { return a.Precedes(b); });
+  return ranked[n].index;
+}
+
+template <typename Admit>
+size_t NthInOrder(const KeyHash& hash, const std::vector<Candidate>& candidates,
+                  const IdentityTable& table, size_t n, Admit admit) {
+  if (const std::optional<size_t> found =
+          NthByLargestZ(hash, candidates, table, n, admit)) {
+    return *found;
+  }
+  return NthByExactRanks(hash, candidates, table, n, admit);
 }
 
 }  // namespace
@@ -294,12 +380,19 @@ Result<Decision> BoundedLoadRendezvous::DecideNthOnLoads(
   // Unreachable (an eligible candidate has a weight), but the capacity
   // divides by it.
   if (total_weight == 0) return PickError::kNoEligibleCandidates;
+  // One Bound per run of equal weights (one weight: one Bound).
+  uint32_t bound_weight = 0;  // an eligible candidate weighs at least 1
+  Bound bound;
   const auto has_room = [&](size_t i) {
-    return BoundFor(total_load, candidates[i].weight, total_weight)
-        .HasRoom(loads[i]);
+    if (candidates[i].weight != bound_weight) {
+      bound_weight = candidates[i].weight;
+      bound = BoundFor(total_load, bound_weight, total_weight);
+    }
+    return bound.HasRoom(loads[i]);
   };
+  // Only n mod with_room is needed: counting stops past n.
   size_t with_room = 0;
-  for (size_t i = 0; i < candidates.size(); ++i) {
+  for (size_t i = 0; i < candidates.size() && with_room <= n; ++i) {
     if (candidates[i].IsEligible() && has_room(i)) {
       ++with_room;
     }

@@ -54,6 +54,41 @@ TEST(PickNth, IsTheContractsOrderWrappingAround) {
   }
 }
 
+// Longer lists than a hashing block (64), more weights than the pass
+// groups (8), and duplicate identities (equal z: the near-tie that sends a
+// choice to the exact ranks), at choices deep enough to leave the short path.
+TEST(PickNth, IsTheContractsOrderOnLongListsManyWeightsAndEqualZ) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t n = 1 + rng() % 200;
+    const auto weights = static_cast<uint32_t>(1 + rng() % 12);
+    std::vector<contract::LoadedCandidate> b;
+    for (size_t i = 0; i < n; ++i) {
+      b.push_back({"b" + std::to_string(i),
+                   static_cast<uint32_t>(1 + rng() % weights), 0,
+                   rng() % 9 != 0});
+      if (i > 0 && rng() % 8 == 0) {  // a copy, of the same weight or not
+        const contract::LoadedCandidate& of = b[rng() % i];
+        b.back().identity = of.identity;
+        if (rng() % 2 == 0) b.back().weight = of.weight;
+      }
+    }
+    const std::vector<Candidate> c = View(b);
+    const IdentityTable table(c);
+    const std::string key = "long" + std::to_string(trial);
+    const std::vector<contract::Ranked> order = contract::Order(key, b);
+    if (order.empty()) continue;
+    for (const size_t nth : {size_t{0}, size_t{1}, size_t{2}, size_t{5},
+                             size_t{6}, size_t{7}, size_t{30}, n - 1}) {
+      const Result<size_t> got =
+          WeightedRendezvous::PickNth(key, c, table, nth);
+      ASSERT_TRUE(got.ok());
+      ASSERT_EQ(got.value(), order[nth % order.size()].index)
+          << key << " n " << n << " nth " << nth;
+    }
+  }
+}
+
 TEST(PickNth, Errors) {
   const std::vector<Candidate> none = {{"a", 1, false}, {"b", 0, true}};
   EXPECT_EQ(WeightedRendezvous::PickNth(
