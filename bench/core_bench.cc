@@ -705,6 +705,8 @@ void BM_TableBuild(benchmark::State& state) {
     const poise::IdentityTable table(c.candidates);
     benchmark::DoNotOptimize(table.size());
   }
+  state.counters["table_bytes"] =
+      static_cast<double>(poise::IdentityTable(c.candidates).memory_bytes());
 }
 
 // The same full build on the portable target.
@@ -800,13 +802,38 @@ BENCHMARK(BM_PairedSaturated)
 BENCHMARK(BM_Ring)->Apply(Sizes);
 BENCHMARK(BM_ArgmaxFloor)->Apply(Sizes);
 BENCHMARK(BM_SnapshotBuild)->Arg(10)->Arg(100)->Arg(1000);
-BENCHMARK(BM_TableBuild)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_TableBuild)->Arg(3)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_TableBuildPortableKernel)->Arg(1000);
 BENCHMARK(BM_TableUpdate)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_TableUpdatePortableKernel)->Arg(1000);
 BENCHMARK(BM_RingBuild)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_InFlightSame)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_InFlightSeparate)->Threads(1)->Threads(2)->UseRealTime();
+
+// The host's CPU as /proc/cpuinfo names it, with its family and whether it
+// has AVX-512 ("?" where there is no such file).
+std::string CpuName() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) return "?";
+  std::string model = "?", family = "?";
+  bool avx512 = false;
+  char line[4096];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    const std::string_view l(line);
+    const size_t colon = l.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string value(l.substr(colon + 1));
+    value.erase(0, value.find_first_not_of(' '));
+    value.erase(value.find_last_not_of(" \n") + 1);
+    if (model == "?" && l.rfind("model name", 0) == 0) model = value;
+    if (family == "?" && l.rfind("cpu family", 0) == 0) family = value;
+    if (l.rfind("flags", 0) == 0)
+      avx512 |= value.find("avx512f") != std::string::npos;
+  }
+  std::fclose(f);
+  return model + ", cpu family " + family +
+         (avx512 ? ", avx512f" : ", no avx512f");
+}
 
 // POISE_BENCH_TARGET=<name> (AVX2, AVX3, SSE4, NEON, ...: hwy's target
 // names) runs the kernels on that target, e.g. AVX2 on an AVX-512 host;
@@ -833,6 +860,7 @@ bool ChooseTarget() {
       return false;
     }
   }
+  benchmark::AddCustomContext("poise_cpu", CpuName());
   benchmark::AddCustomContext(
       "hwy_target",
       poise::internal::HashTargetName(poise::internal::ActiveHashTarget()));

@@ -7,9 +7,10 @@
 # the build directory, default build-bench; POISE_BENCH_TARGET=AVX2, SSE4,
 # AVX3, NEON, ... runs the hashing kernels on that Highway target instead of
 # the best one the CPU has, e.g. AVX2 on an AVX-512 host). The summary
-# starts with issue 27's goals, each figure beside its goal, and names the
-# target the kernels ran on. The core benchmarks take about
-# 2.5 minutes, then the key cache's figures beside their goals
+# starts with the pick engine's goals, each figure beside its goal, and names
+# the host's CPU and the target the kernels ran on; then the README's
+# results table from this run (README=update writes it into README.md).
+# The core benchmarks take about 2.5 minutes, then the key cache's figures beside their goals
 # (poise_key_cache_bench, about 2 minutes; KEYCACHE=0 skips it), the
 # end-to-end benchmark about 4.5 (poise_e2e_bench, see
 # docs/performance.md; E2E_ARGS passes it options, E2E=0 skips it): about 7
@@ -35,7 +36,8 @@ out="$build/bench/core_bench.json"
   --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 \
   --benchmark_enable_random_interleaving=true \
   --benchmark_out="$out" --benchmark_out_format=json "$@" >/dev/null
-python3 - "$out" <<'PY'
+readme_block="$build/bench/readme_results.md"
+python3 - "$out" "$readme_block" <<'PY'
 import json, sys
 data = json.load(open(sys.argv[1]))
 med = {b["run_name"]: b for b in data["benchmarks"]
@@ -53,8 +55,9 @@ def f(v, fmt="{:.1f}"):
 target = data.get("context", {}).get("hwy_target", "?")
 print(f"hashing kernels on Highway target {target}")
 print()
-print(f"goals (issue 27), paired in one process (thread CPU time, rotating "
-      f"blocks of 64 keys), kernels on {target}")
+cpu = data.get("context", {}).get("poise_cpu", "?")
+print(f"goals of the pick engine, paired in one process (thread CPU time, "
+      f"rotating blocks of 64 keys): {cpu}, kernels on {target}")
 print("| figure | n | measured | goal | met |")
 print("|---|---:|---:|---|---|")
 def goal(figure, n, value, fmt, limit, text):
@@ -62,32 +65,62 @@ def goal(figure, n, value, fmt, limit, text):
     print(f"| {figure} | {n} | {f(value, fmt)} | {text} | {met} |")
 def paired(n, key):
     return c(f"BM_PairedPicks/{n}", key)
-goal("one weight / ring", 100, paired(100, "one_over_ring"), "{:.2f}x", 1.5,
-     "<= 1.5x")
-one_1000 = paired(1000, "one_ns")
-goal("one weight, ns per pick", 1000, one_1000, "{:.0f}", 1200, "<= 1200")
+def engine(n, key):
+    return c(f"BM_PairedEngine/{n}", key)
+for n in (10, 100, 1000):
+    goal("picker: bounded, half at their bound / weighted", n,
+         engine(n, "half_over_unbounded"), "{:.2f}x", 1.5, "<= 1.5x")
+for n in (100, 1000):
+    goal("picker: a retry's second choice / a first attempt", n,
+         engine(n, "retry_over_first"), "{:.2f}x", 1.3, "<= 1.3x")
+for n in (100, 1000):
+    goal("API: DecideNth(..., 1, ...) / Pick (IdentityTable)", n,
+         engine(n, "api_nth_over_pick"), "{:.2f}x", 1.5, "<= 1.5x")
+    goal("API: Decide, half at their bound / Pick", n,
+         engine(n, "api_decide_over_pick"), "{:.2f}x", 1.5, "<= 1.5x")
+ring_limit = 1.15 if target == "AVX3" else 1.5
+goal("one weight / ring", 100, paired(100, "one_over_ring"), "{:.2f}x",
+     ring_limit, f"<= {ring_limit}x on {target}")
 for n in (3, 10, 100, 1000):
-    goal("two weights / one weight", n, paired(n, "two_over_one"), "{:.2f}x",
-         1.3, "<= 1.3x")
+    d, p = t(f"BM_PreparedPick/{n}"), t(f"BM_PreparedPickPortableKernel/{n}")
+    goal(f"one weight: {target} / portable target", n,
+         d / p if d and p else None, "{:.2f}x", 1.0, "<= 1x")
+print()
+print("the picker's picks (paired ns, one weight): weighted, bounded first "
+      "attempt and retry idle and with half the backends at their bound, "
+      "the ring; the public API over an IdentityTable")
+print("| n | weighted | first | retry | half: first | half: retry | ring "
+      "| API Pick | API Decide (half) | API DecideNth 1 (half) |")
+print("|---:" * 10 + "|")
 for n in (3, 10, 100, 1000):
-    goal("general (3 weights) / one weight", n,
-         paired(n, "general_over_one"), "{:.2f}x", 2.0, "<= 2x")
-build = t("BM_TableBuild/1000")
-goal("IdentityTable build, ns", 1000, build, "{:.0f}", 1.5e6, "<= 1.5 ms")
-# Below 512 eligible candidates RouteWithTotal reads every load as soon as
-# the owner is full (WalkVisitsBeforeReadingAll): the two runs are the same
-# code, and their ratio is the pairing's own spread.
-for weights in (1, 2):
-    for pct in (50, 90):
-        for n in (3, 10, 100, 1000):
-            r = c(f"BM_PairedSaturated/{n}/{pct}/{weights}", "ratio")
-            label = (f"RouteWithTotal {pct}% full, {weights} weight"
-                     f"{'s' if weights > 1 else ''} / reading every load")
-            if n < 512:
-                print(f"| {label} | {n} | {f(r, '{:.2f}x')} | <= 1x "
-                      f"| yes: the same code (n < 512) |")
-            else:
-                goal(label, n, r, "{:.2f}x", 1.0, "<= 1x")
+    keys = ("weighted_ns", "first_ns", "retry_ns", "half_first_ns",
+            "half_retry_ns", "ring_ns", "api_pick_ns", "api_decide_ns",
+            "api_nth_ns")
+    print(f"| {n} | " + " | ".join(f(engine(n, k)) for k in keys) + " |")
+# The README's results: this run's figures, the host and the target named.
+def size(b):
+    return "-" if b is None else (f"{b / 2**20:.1f} MiB" if b >= 2**20
+                                  else f"{b / 2**10:.0f} KiB")
+def ns(v):
+    return "-" if v is None else (f"{v / 1000:.2f} µs" if v >= 1000
+                                  else f"{v:.0f} ns")
+with open(sys.argv[2], "w") as readme:
+    print(f"Picks: medians of `bench/run.sh` on {cpu} (Highway's {target} "
+          "kernels), one process; the", file=readme)
+    print("picker's figures are `router::Picker::Pick` as the gRPC policy "
+          "runs it.", file=readme)
+    print("", file=readme)
+    print("| n backends | pick, one weight | pick, two weights "
+          "| ring pick, `ring_hash`-style | bounded, half the backends at "
+          "their bound (picker) | a retry's second choice (picker) "
+          "| identity table (one per process) |", file=readme)
+    print("|---:|---:|---:|---:|---:|---:|---:|", file=readme)
+    for n in (3, 10, 100, 1000):
+        table = c(f"BM_TableBuild/{n}", "table_bytes")
+        print(f"| {n} | {ns(paired(n, 'one_ns'))} | {ns(paired(n, 'two_ns'))} "
+              f"| {ns(paired(n, 'ring_ns'))} "
+              f"| {ns(engine(n, 'half_first_ns'))} "
+              f"| {ns(engine(n, 'retry_ns'))} | {size(table)} |", file=readme)
 print()
 print("the same picks' ns (paired): one weight, two, three (general), ring")
 print("| n | one | two | general | ring |")
@@ -97,8 +130,8 @@ for n in (3, 10, 100, 1000):
           f"| {f(paired(n, 'general_ns'))} | {f(paired(n, 'ring_ns'))} |")
 print()
 print("RouteWithTotal saturated (paired ns): the route, the same pick reading "
-      "every load once the owner is full, the walk without limit (before "
-      "issue 27); ratios over reading every load")
+      "every load once the owner is full, the walk reading only what it "
+      "visits; ratios over reading every load")
 print("| weights | full | n | route | reading every load | walk | route ratio "
       "| walk ratio |")
 print("|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -199,6 +232,20 @@ for kind, label in (("Same", "one shared counter"), ("Separate", "counter per th
     r = [t(f"BM_InFlight{kind}/real_time/threads:{k}", real=True) for k in (1, 2)]
     print(f"| {label} | {f(r[0])} | {f(r[1])} |")
 PY
+echo
+echo "the README's results, from this run ($(date -u '+%Y-%m-%d %H:%M UTC')):"
+cat "$readme_block"
+# README=update writes them into the README, between its results markers.
+if [[ ${README:-} == update ]]; then
+  python3 - "$root/README.md" "$readme_block" <<'PY'
+import sys
+readme, block = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+begin, end = "<!-- results: bench/run.sh -->\n", "<!-- /results -->"
+a, b = readme.index(begin) + len(begin), readme.index(end)
+open(sys.argv[1], "w").write(readme[:a] + block + readme[b:])
+PY
+  echo "README.md: results updated"
+fi
 
 # The key cache (keyCache): each figure of its goals beside the goal, from
 # poise_key_cache_bench (gRPC-free; about 2 minutes; KEYCACHE=0 skips it).

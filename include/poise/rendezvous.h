@@ -21,8 +21,6 @@
 
 namespace poise {
 
-Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index);
-
 class WeightedRendezvous final {
  public:
   // The index of the key's owner among the eligible candidates. O(n), no
@@ -134,18 +132,6 @@ class BoundedLoadRendezvous final {
                                  const IdentityTable* table,
                                  const uint64_t* loads,
                                  DecisionScratch& scratch) const;
-
-  // The same with every bound counting `total_load` (T) calls instead of the
-  // loads' sum (the contract's K9): the selection is the first candidate in
-  // the key's order whose load is below its bound for T. Errors: no
-  // eligible candidate, weights summing past 2^64 - 1, then T = 2^64 - 1
-  // (kLoadOverflow); the loads' sum is not checked. When no candidate has
-  // room under T (T is stale: below the loads' sum), `stale_total` is set
-  // and the answer is DecideOnLoads's.
-  Result<Decision> DecideOnLoadsWithTotal(
-      std::string_view key, const std::vector<Candidate>& candidates,
-      const IdentityTable* table, const uint64_t* loads, uint64_t total_load,
-      DecisionScratch& scratch, bool& stale_total) const;
 
   // DecideNth on loads read already.
   Result<Decision> DecideNthOnLoads(std::string_view key,

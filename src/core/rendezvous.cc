@@ -26,12 +26,12 @@ const char* ToString(PickError error) {
   return "unknown pick error";
 }
 
+namespace {
+
 Rank RankOf(const KeyHash& key, const Candidate& candidate, size_t index) {
   const uint64_t z = key.Mixed(candidate.identity);
   return Rank{Score(z, candidate.weight), z, candidate.weight, index};
 }
-
-namespace {
 
 // The candidate list as HashAndGroup and Search see it: hashed from the
 // identities or through a table built from them; loads only when bounded.
@@ -193,42 +193,6 @@ Result<Decision> BoundedLoadRendezvous::DecideOnLoads(
       SearchWithLoads(hash, candidates, table, scratch.loads(), factor_percent_,
                       pass.total_load, scratch, pass);
   return DecisionOf(out, scratch.loads());
-}
-
-Result<Decision> BoundedLoadRendezvous::DecideOnLoadsWithTotal(
-    std::string_view key, const std::vector<Candidate>& candidates,
-    const IdentityTable* table, const uint64_t* loads, uint64_t total_load,
-    DecisionScratch& scratch, bool& stale_total) const {
-  stale_total = false;
-  if (const auto error = UsableError(candidates, table, scratch)) {
-    return *error;
-  }
-  const KeyHash hash(key);
-  internal::PassState pass;
-  internal::HashAndGroup<true>(
-      CandidateView{hash, candidates, table, loads},
-      internal::PassOutputs{scratch.hashes(), scratch.loads()}, pass);
-  if (pass.total_weight == 0) return PickError::kNoEligibleCandidates;
-  if (const auto error = internal::WeightSumError(candidates)) return *error;
-  if (total_load == UINT64_MAX) return PickError::kLoadOverflow;  // T + 1
-  const internal::SearchResult out =
-      SearchWithLoads(hash, candidates, table, scratch.loads(), factor_percent_,
-                      total_load, scratch, pass);
-  if (out.found_room) return DecisionOf(out, scratch.loads());
-  // A stale total: the bounds of the loads' sum. The room search filled the
-  // groups' `room`: the pass as it was before.
-  stale_total = true;
-  for (size_t k = 0; k < pass.group_count; ++k) {
-    pass.groups[k].room = internal::LargestZ::Empty();
-  }
-  if (const auto error =
-          internal::SumsError(candidates, scratch.loads(), pass)) {
-    return *error;
-  }
-  return DecisionOf(
-      SearchWithLoads(hash, candidates, table, scratch.loads(), factor_percent_,
-                      pass.total_load, scratch, pass),
-      scratch.loads());
 }
 
 // ---------------------------------------------------------------------------

@@ -143,8 +143,6 @@ TEST_P(BoundAgreement, EveryPathSelectsTheFirstCandidateWithRoom) {
         view, std::make_shared<const IdentityTable>(view));
     const auto policy = *BoundedLoadRendezvous::Create(f);
     const auto load = [&](size_t i) { return b[i].load; };
-    std::vector<uint64_t> loads(n);
-    for (size_t i = 0; i < n; ++i) loads[i] = b[i].load;
     for (const uint64_t total : {sum, sum + rng() % 40}) {
       const int want = FirstWithRoomByBound(key, b, f, total);
       if (want < 0) continue;  // no eligible candidate
@@ -154,11 +152,6 @@ TEST_P(BoundAgreement, EveryPathSelectsTheFirstCandidateWithRoom) {
       ASSERT_TRUE(routed.ok()) << trial;
       ASSERT_EQ(routed.value().selection, static_cast<size_t>(want)) << trial;
       spills += routed.value().spilled;
-      bool stale = true;
-      const auto general = policy.DecideOnLoadsWithTotal(
-          key, view, &prepared.table(), loads.data(), total, scratch, stale);
-      ASSERT_TRUE(general.ok() && !stale) << trial;
-      ASSERT_EQ(general.value().selection, static_cast<size_t>(want));
       if (total != sum) continue;  // Decide's L is the loads' sum
       const auto decided = policy.Decide(key, view, load, scratch);
       ASSERT_EQ(decided.value().selection, static_cast<size_t>(want));
