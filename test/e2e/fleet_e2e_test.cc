@@ -47,10 +47,11 @@ double Number(const std::string& line, const std::string& name) {
   const std::string pattern = absl::StrCat("\"", name, "\":");
   const size_t at = line.find(pattern);
   if (at == std::string::npos) return std::nan("");
-  const char* begin = line.c_str() + at + pattern.size();
-  if (std::string_view(begin, 4) == "true") return 1;
-  if (std::string_view(begin, 5) == "false") return 0;
-  return std::strtod(begin, nullptr);
+  const std::string_view value =
+      std::string_view(line).substr(at + pattern.size());
+  if (value.substr(0, 4) == "true") return 1;
+  if (value.substr(0, 5) == "false") return 0;
+  return std::strtod(value.data(), nullptr);  // the line's NUL ends it
 }
 
 int64_t EpochMs() {
