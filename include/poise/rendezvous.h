@@ -126,7 +126,7 @@ class BoundedLoadRendezvous final {
   }
 
   // Decide on loads read already: `loads[i]` for every eligible i (it may
-  // be scratch.loads()). `table` may be null (the identities are hashed).
+  // be the scratch's own). `table` may be null (the identities are hashed).
   Result<Decision> DecideOnLoads(std::string_view key,
                                  const std::vector<Candidate>& candidates,
                                  const IdentityTable* table,

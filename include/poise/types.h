@@ -17,6 +17,11 @@
 
 namespace poise {
 
+class BoundedLoadRendezvous;
+namespace internal {
+struct ScratchAccess;  // src/core/scratch_access.h
+}  // namespace internal
+
 // An exact unsigned 128-bit integer: the type of a capacity (poise/bound.h).
 // __extension__ keeps -Wpedantic builds quiet.
 __extension__ using UInt128 = unsigned __int128;
@@ -114,6 +119,10 @@ class DecisionScratch final {
     drop(list_);
   }
 
+ private:
+  friend class BoundedLoadRendezvous;     // reads the loads into it
+  friend struct internal::ScratchAccess;  // the core's decisions
+
   // Sizes the buffers for n candidates without throwing; false if they could
   // not grow (or n is past the maximum). Within the capacity already held it
   // never allocates. The index list has one slot more than n: a branch-free
@@ -146,7 +155,6 @@ class DecisionScratch final {
   uint64_t* hashes() { return hashes_.data(); }
   size_t* list() { return list_.data(); }
 
- private:
   size_t max_candidates_;
   std::vector<uint64_t> loads_;
   std::vector<uint64_t> hashes_;

@@ -6,6 +6,7 @@
 #include "candidate_hash.h"
 #include "one_weight_path.h"
 #include "score_bounds.h"
+#include "scratch_access.h"
 #include "two_weight_path.h"
 
 namespace poise::internal {
@@ -73,17 +74,18 @@ std::optional<PickError> KeyOrder::Hash(DecisionScratch& scratch) {
   const std::vector<Candidate>& candidates = list.candidates;
   mode_ = Mode::kOwner;
   if (list.path != ListPath::kGeneral) {
-    if (!scratch.Fit(candidates.size())) {
+    if (!ScratchAccess::Fit(scratch, candidates.size())) {
       return PickError::kScratchCapacityExceeded;
     }
     const uint64_t key_state = KeyHash(key_).state();
     if (list.path == ListPath::kOneWeight) {
       const LargestZ largest =
-          OneWeightLargestZ(list, key_state, scratch.hashes());
+          OneWeightLargestZ(list, key_state, ScratchAccess::Hashes(scratch));
       owner_ = ClearOfRunnerUp(largest) ? largest.index : kNone;
     } else {
       owner_ = TwoWeightOwner(
-          list, TwoWeightPassKeepingZ(list, key_state, scratch.hashes()));
+          list, TwoWeightPassKeepingZ(list, key_state,
+                                      ScratchAccess::Hashes(scratch)));
     }
     if (owner_ == kNone) SortTheRest(scratch);  // a near-tie at the top
     return std::nullopt;
@@ -94,7 +96,7 @@ std::optional<PickError> KeyOrder::Hash(DecisionScratch& scratch) {
   const bool any_eligible =
       std::any_of(candidates.begin(), candidates.end(),
                   [](const Candidate& c) { return c.IsEligible(); });
-  if (!scratch.Fit(candidates.size())) {
+  if (!ScratchAccess::Fit(scratch, candidates.size())) {
     return any_eligible ? PickError::kScratchCapacityExceeded
                         : PickError::kNoEligibleCandidates;
   }
@@ -104,7 +106,9 @@ std::optional<PickError> KeyOrder::Hash(DecisionScratch& scratch) {
   PassState pass;
   HashAndGroup<true>(
       TableHashView{candidates, list.table->ForKey(hash.state())},
-      PassOutputs{scratch.hashes(), scratch.loads()}, pass);
+      PassOutputs{ScratchAccess::Hashes(scratch),
+                  ScratchAccess::Loads(scratch)},
+      pass);
   const Result<size_t> owner =
       PickAfterPass(hash, candidates, *list.table, pass);
   if (!owner.ok()) return owner.error();
@@ -115,7 +119,7 @@ std::optional<PickError> KeyOrder::Hash(DecisionScratch& scratch) {
 void KeyOrder::SortTheRest(DecisionScratch& scratch) {
   const PreparedList& list = *list_;
   const std::vector<Candidate>& candidates = list.candidates;
-  const uint64_t* const z = scratch.hashes();
+  const uint64_t* const z = ScratchAccess::Hashes(scratch);
   thread_local std::vector<Approx> approx;
   approx.clear();
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -212,8 +216,8 @@ size_t KeyOrder::NextHashed(DecisionScratch& scratch) {
         SortTheRest(scratch);  // a near-tie the walk cannot order
         return NextHashed(scratch);
       }
-      const size_t i = scratch.list()[step.position];
-      MarkVisited(walk_, step.position, scratch.list());
+      const size_t i = ScratchAccess::List(scratch)[step.position];
+      MarkVisited(walk_, step.position, ScratchAccess::List(scratch));
       ++hashed_yielded_;
       return i;
     }
@@ -246,7 +250,7 @@ size_t KeyOrder::Yielded(size_t j, DecisionScratch& scratch) const {
   }
   if (ranked_) return RankedOrder()[j];
   if (!walk_started_) return owner_;  // only the owner was returned
-  return scratch.list()[j];
+  return ScratchAccess::List(scratch)[j];
 }
 
 }  // namespace poise::internal

@@ -30,14 +30,15 @@
 #include "poise/types.h"
 #include "prepared_list.h"
 #include "room_search.h"
+#include "scratch_access.h"
 
 namespace poise::internal {
 
 class KeyOrder final {
  public:
   // The key's order over `list`'s eligible candidates, every eligible z in
-  // scratch.hashes(). The errors of a bounded decision, in poise-core's
-  // order: kTableMismatch, kEmpty, kNoEligibleCandidates,
+  // ScratchAccess::Hashes(scratch). The errors of a bounded decision, in
+  // poise-core's order: kTableMismatch, kEmpty, kNoEligibleCandidates,
   // kScratchCapacityExceeded, kWeightOverflow.
   // `walk_quota`: about how many the walk's first survivor level lists.
   static Result<KeyOrder> Hashed(const PreparedList& list, std::string_view key,
@@ -90,7 +91,8 @@ class KeyOrder final {
   size_t prefix_at_ = 0;
   size_t walk_quota_ = kSurvivorQuota;
   size_t hashed_yielded_ = 0;  // of the hashed order, passed over or not
-  // kWalk: the survivor-level walk (scratch.list() holds its visited).
+  // kWalk: the survivor-level walk (ScratchAccess::List(scratch) holds its
+  // visited).
   Walk walk_{};
   bool walk_started_ = false;
   // kRanked: the whole order, this thread's (key_order.cc), read at
@@ -169,7 +171,7 @@ class RoomWalk final {
   template <typename View>
   size_t NextWithRoom(View& view, Reads reads, DecisionScratch& scratch) {
     const std::vector<Candidate>& candidates = order_->list().candidates;
-    uint64_t* const loads = scratch.loads();
+    uint64_t* const loads = ScratchAccess::Loads(scratch);
     for (;;) {
       const size_t i = order_->Next(scratch);
       if (i == kNone) return kNone;
@@ -208,7 +210,8 @@ class RoomWalk final {
   bool every_load_read_ = false;
 };
 
-// The stale total's answer: every eligible load read into scratch.loads()
+// The stale total's answer: every eligible load read into
+// ScratchAccess::Loads(scratch)
 // (`order` walked to its end), the bounds from their sum, the
 // (nth mod m + 1)-th of the m with room that `admits` allows. Errors as
 // the contract's K8 on those loads; kNoEligibleCandidates when none is
@@ -267,7 +270,7 @@ Result<Walked> NthWithRoomOfTheLoadsSum(const KeyOrder& order,
                                         uint32_t factor_percent, View& view,
                                         size_t nth, DecisionScratch& scratch) {
   const PreparedList& list = order.list();
-  const uint64_t* const loads = scratch.loads();
+  const uint64_t* const loads = ScratchAccess::Loads(scratch);
   const Result<Sums> sums = SumInOrder(list.candidates, loads);
   if (!sums.ok()) return sums.error();
   WalkBounds bounds(factor_percent, sums.value().total_load,

@@ -4,6 +4,7 @@
 
 #include "candidate_hash.h"
 #include "score_bounds.h"
+#include "scratch_access.h"
 #include "two_weight_path.h"
 
 namespace poise::internal {
@@ -24,8 +25,8 @@ void SortByZ(const uint64_t* z, size_t* begin, size_t* end) {
 // written once more before it is dropped.
 void AppendSurvivorLevel(const PreparedList& list, Walk& walk,
                          DecisionScratch& scratch, uint64_t ceiling) {
-  const uint64_t* const z = scratch.hashes();
-  size_t* const order = scratch.list();
+  const uint64_t* const z = ScratchAccess::Hashes(scratch);
+  size_t* const order = ScratchAccess::List(scratch);
   const size_t begin = walk.listed;
   size_t listed = walk.listed;
   if (walk.threshold == 0 && ceiling == 0) {  // a short list: everyone
@@ -116,8 +117,8 @@ void LargestOfListed(const uint64_t* z, const size_t* list, size_t begin,
 // them.
 void NextOfEachWeightWhenSorted(const PreparedList& list, const Walk& walk,
                                 DecisionScratch& scratch, LargestZ* best) {
-  const uint64_t* const z = scratch.hashes();
-  const size_t* const order = scratch.list();
+  const uint64_t* const z = ScratchAccess::Hashes(scratch);
+  const size_t* const order = ScratchAccess::List(scratch);
   for (size_t k = 0; k < 2; ++k) {
     const auto in_group = [&](size_t s) {
       return walk.groups == 1 ? k == 0 : list.GroupOf(order[s]) == k;
@@ -144,11 +145,12 @@ void NextOfEachWeight(const PreparedList& list, const Walk& walk,
     NextOfEachWeightWhenSorted(list, walk, scratch, best);
   } else if (walk.groups == 1) {
     LargestOfListed(
-        scratch.hashes(), scratch.list(), walk.visited, walk.listed,
-        [](size_t) { return 0; }, best);
+        ScratchAccess::Hashes(scratch), ScratchAccess::List(scratch),
+        walk.visited, walk.listed, [](size_t) { return 0; }, best);
   } else {
     LargestOfListed(
-        scratch.hashes(), scratch.list(), walk.visited, walk.listed,
+        ScratchAccess::Hashes(scratch), ScratchAccess::List(scratch),
+        walk.visited, walk.listed,
         [&list](size_t i) { return list.has_second[i]; }, best);
   }
 }
@@ -205,7 +207,7 @@ Walk StartWalk(const PreparedList& list, size_t owner, DecisionScratch& scratch,
                        ? list.survivor_threshold
                        : SurvivorThreshold(list.eligible.size(), quota);
   walk.quota = quota;
-  scratch.list()[0] = owner;
+  ScratchAccess::List(scratch)[0] = owner;
   walk.visited = walk.listed = 1;
   walk.steps = 0;
   walk.sorted = false;
@@ -215,16 +217,18 @@ Walk StartWalk(const PreparedList& list, size_t owner, DecisionScratch& scratch,
 
 WalkStep NextInKeyOrder(const PreparedList& list, Walk& walk,
                         DecisionScratch& scratch) {
-  size_t* const order = scratch.list();
+  size_t* const order = ScratchAccess::List(scratch);
   // A third step: from here on the unvisited stay sorted.
   if (++walk.steps == 3 && !walk.sorted) {
-    SortByZ(scratch.hashes(), order + walk.visited, order + walk.listed);
+    SortByZ(ScratchAccess::Hashes(scratch), order + walk.visited,
+            order + walk.listed);
     walk.sorted = true;
   }
   for (;;) {
     LargestZ best[2];
     NextOfEachWeight(list, walk, scratch, best);
-    const WalkStep step = StepFromHeads(walk, scratch.hashes(), order, best);
+    const WalkStep step =
+        StepFromHeads(walk, ScratchAccess::Hashes(scratch), order, best);
     if (step.position != kNone || step.group == 0) return step;
     const uint64_t ceiling = walk.threshold;
     walk.quota *= 4;

@@ -22,6 +22,7 @@
 #include "poise/bound.h"
 #include "poise/types.h"
 #include "prepared_list.h"
+#include "scratch_access.h"
 
 namespace poise::internal {
 
@@ -31,8 +32,8 @@ struct Walk {
   size_t owner;
   uint64_t threshold;  // the listed are the eligible with z >= threshold
   size_t quota;        // the survivor quota of that threshold
-  // scratch.list() holds the visited in [0, visited) (the owner first) and
-  // the listed ones not visited yet in [visited, listed).
+  // ScratchAccess::List(scratch) holds the visited in [0, visited) (the owner
+  // first) and the listed ones not visited yet in [visited, listed).
   size_t visited;
   size_t listed;
   // After the first few steps the unvisited are kept sorted (descending z,
@@ -52,8 +53,8 @@ struct WalkStep {
 };
 
 // The walk's first level after the `owner` (its first visited): the
-// eligible whose z about `quota` of them reach. scratch.hashes() holds every
-// eligible z.
+// eligible whose z about `quota` of them reach. ScratchAccess::Hashes(scratch)
+// holds every eligible z.
 Walk StartWalk(const PreparedList& list, size_t owner, DecisionScratch& scratch,
                size_t quota = kSurvivorQuota);
 

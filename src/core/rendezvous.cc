@@ -5,6 +5,7 @@
 
 #include "candidate_hash.h"
 #include "room_search.h"
+#include "scratch_access.h"
 
 namespace poise {
 
@@ -135,7 +136,9 @@ internal::SearchResult SearchWithLoads(
     const IdentityTable* table, const uint64_t* loads, uint32_t factor,
     uint64_t total_load, DecisionScratch& scratch, internal::PassState& pass) {
   const internal::RoomBuffers buffers{
-      internal::PassOutputs{scratch.hashes(), scratch.loads()}, scratch.list()};
+      internal::PassOutputs{internal::ScratchAccess::Hashes(scratch),
+                            internal::ScratchAccess::Loads(scratch)},
+      internal::ScratchAccess::List(scratch)};
   return internal::Search<true>(
       CandidateView{hash, candidates, table, loads, factor, total_load,
                     pass.total_weight},
@@ -152,7 +155,8 @@ std::optional<PickError> UsableError(const std::vector<Candidate>& candidates,
     return PickError::kTableMismatch;
   }
   if (candidates.empty()) return PickError::kEmpty;
-  if (scratch.Fit(candidates.size())) return std::nullopt;
+  if (internal::ScratchAccess::Fit(scratch, candidates.size()))
+    return std::nullopt;
   const bool any_eligible =
       std::any_of(candidates.begin(), candidates.end(),
                   [](const Candidate& c) { return c.IsEligible(); });
@@ -183,16 +187,19 @@ Result<Decision> BoundedLoadRendezvous::DecideOnLoads(
   const CandidateView view{hash, candidates, table, loads};
   internal::PassState pass;
   internal::HashAndGroup<true>(
-      view, internal::PassOutputs{scratch.hashes(), scratch.loads()}, pass);
+      view,
+      internal::PassOutputs{internal::ScratchAccess::Hashes(scratch),
+                            internal::ScratchAccess::Loads(scratch)},
+      pass);
   if (pass.total_weight == 0) return PickError::kNoEligibleCandidates;
-  if (const auto error =
-          internal::SumsError(candidates, scratch.loads(), pass)) {
+  if (const auto error = internal::SumsError(
+          candidates, internal::ScratchAccess::Loads(scratch), pass)) {
     return *error;
   }
-  const internal::SearchResult out =
-      SearchWithLoads(hash, candidates, table, scratch.loads(), factor_percent_,
-                      pass.total_load, scratch, pass);
-  return DecisionOf(out, scratch.loads());
+  const internal::SearchResult out = SearchWithLoads(
+      hash, candidates, table, internal::ScratchAccess::Loads(scratch),
+      factor_percent_, pass.total_load, scratch, pass);
+  return DecisionOf(out, internal::ScratchAccess::Loads(scratch));
 }
 
 // ---------------------------------------------------------------------------
