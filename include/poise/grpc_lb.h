@@ -51,7 +51,8 @@ inline constexpr char kZoneAddressArg[] = "poise.zone";
 // through the downward API. It replaces the policy config's localZone, so
 // one service config serves every zone. Keys then stay on their owner among
 // the zone's backends while the zone has room (docs/zones.md). A value that
-// is not a zone fails the channel's config update, naming the argument.
+// is not a zone is refused (logged, naming the argument): the config's
+// localZone, if any, routes.
 inline constexpr char kLocalZoneArg[] = "poise.local_zone";
 
 // Channel argument (int, milliseconds): how often the poise-dns and poise-srv

@@ -311,6 +311,7 @@ const FieldTable<EndpointConfig>& FieldsOf<EndpointConfig>() {
       {"address", Value(&EndpointConfig::address)},
       {"weight", Value(&EndpointConfig::weight)},
       {"identity", Value(&EndpointConfig::identity)},
+      {"zone", Value(&EndpointConfig::zone)},
   });
   return *table;
 }
@@ -364,6 +365,7 @@ const FieldTable<Config>& FieldsOf<Config>() {
       {"serverLoad", Object(&Config::server_load), Presence::kOptional,
        KnownBy::kBoundedByRule},
       {"keyCache", LoadKeyCache},
+      {"localZone", Value(&Config::local_zone)},
   });
   return *table;
 }
