@@ -176,12 +176,16 @@ Picker::Inputs Picker::InputsNow() const {
   for (size_t i = 0; i < ready.size(); ++i) {
     const std::string_view identity = ready[i].identity;
     if (ready[i].eligible) {
+      const uint32_t zone = list_->backends[i].zone;
       inputs.ready.push_back(
-          {std::string(identity), ready[i].weight, LoadOf(i, now_ns)});
+          {std::string(identity), ready[i].weight, LoadOf(i, now_ns),
+           zone == kNoZone ? std::string() : list_->zones[zone]});
     } else {
       inputs.not_ready.emplace_back(identity);
     }
   }
+  inputs.local_zone = config_->local_zone;
+  inputs.zone_listed = ZoneActive();
   return inputs;
 }
 

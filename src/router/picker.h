@@ -192,8 +192,12 @@ class Picker final {
   // (the load scope's counts; under serverLoad the fleet's estimates); and
   // the identities of the backends that are not READY.
   struct Inputs {
-    std::vector<ExplainedBackend> ready;
+    std::vector<ExplainedBackend> ready;  // each with its zone
     std::vector<std::string> not_ready;
+    // P8: the client's zone (nullopt: none), and whether a listed backend
+    // is in it.
+    std::optional<std::string> local_zone;
+    bool zone_listed = false;
   };
   Inputs InputsNow() const;
   uint32_t factor_percent() const { return config_->balance_factor_percent; }

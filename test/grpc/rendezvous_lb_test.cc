@@ -955,6 +955,16 @@ TEST_F(RendezvousLbTest, ZoneArgsKeepEveryKeyOnItsZonesOwner) {
   }
   EXPECT_EQ(Stats().zone_kept, 200u);
   EXPECT_EQ(Stats().zone_out, 0u);
+  // ExplainKey shows the zone's order and owner.
+  const absl::StatusOr<std::string> explained = ExplainKey(label_, "user-7");
+  ASSERT_TRUE(explained.ok()) << explained.status();
+  EXPECT_NE(explained->find(absl::StrCat(
+                R"("local_zone":"b","zone_order":[)", R"({"identity":")",
+                identities_[static_cast<size_t>(Order("user-7", {1, 3})[0])])),
+            std::string::npos)
+      << *explained;
+  EXPECT_NE(explained->find(R"("left_zone":null)"), std::string::npos)
+      << *explained;
   // Not a zone: the config's localZone "a" (new args, new subchannels).
   ASSERT_TRUE(update_with("").ok());
   for (int i = 0; i < kBackends; ++i) SetState(i, GRPC_CHANNEL_READY);

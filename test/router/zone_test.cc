@@ -19,6 +19,7 @@
 #include "src/core/contract.h"
 #include "src/router/backend_set.h"
 #include "src/router/config.h"
+#include "src/router/explain.h"
 #include "src/router/fleet_load.h"
 #include "src/router/picker.h"
 #include "test/router/router_test_util.h"
@@ -382,6 +383,36 @@ TEST_F(ZoneTest, ANextChoiceRetryTakesTheKthOfTheZoneThenOfTheOthers) {
       }
     }
   }
+}
+
+TEST(ZoneExplain, ShowsTheZonesOrderItsRuleAndWhyAKeyLeaves) {
+  // b (zone z1) holds 5 calls: L_Z = 5, W_Z = 4, b's capacity
+  // ceil(1.5 * 6 * 3 / 4) = 7, a's ceil(1.5 * 6 * 1 / 4) = 3.
+  const std::vector<ExplainedBackend> backends = {
+      {"a", 1, 0, "z1"}, {"b", 3, 5, "z1"}, {"c", 6, 0, "z2"}};
+  std::vector<contract::LoadedCandidate> zone = {{"a", 1, 0, true},
+                                                 {"b", 3, 5, true}};
+  const std::vector<contract::Ranked> order =
+      contract::Order("customer-42", zone);
+  ASSERT_EQ(order.size(), 2u);
+  const std::string first = zone[order[0].index].identity;
+  const std::string second = zone[order[1].index].identity;
+  EXPECT_EQ(
+      ExplainZoneMembers("customer-42", kFactor, backends, "z1", true, true),
+      "\"local_zone\":\"z1\",\"zone_order\":[{\"identity\":\"" + first +
+          "\",\"capacity\":" + (first == "b" ? "7" : "3") +
+          "},{\"identity\":\"" + second + "\",\"capacity\":" +
+          (second == "b" ? "7" : "3") + "}],\"zone_owner\":\"" + first +
+          "\",\"zone_selection\":\"" + first + "\",\"left_zone\":null");
+  EXPECT_NE(
+      ExplainZoneMembers("k", kFactor, {{"c", 6, 0, "z2"}}, "z1", true, true)
+          .find("\"zone_owner\":null,\"zone_selection\":null,"
+                "\"left_zone\":\"no READY backend in the zone"),
+      std::string::npos);
+  EXPECT_NE(
+      ExplainZoneMembers("k", kFactor, {{"c", 6, 0, "z2"}}, "z1", false, true)
+          .find("\"left_zone\":\"no listed backend is in the zone"),
+      std::string::npos);
 }
 
 // serverLoad: the zone's backends must also have room by the fleet's bound.
