@@ -76,11 +76,19 @@ uint32_t WeightOf(const ResolverEntry& entry, const EndpointConfig* endpoint,
 }
 
 // B5: the endpoints[] entry's zone, else the entry's zone attribute when
-// valid, else none (empty).
+// valid, else the first zoneByIdentitySuffix entry's that ends `identity`,
+// else none (empty).
 std::string_view ZoneOf(const ResolverEntry& entry,
-                        const EndpointConfig* endpoint) {
+                        const EndpointConfig* endpoint,
+                        std::string_view identity, const Config& config) {
   if (endpoint != nullptr && endpoint->zone.has_value()) return *endpoint->zone;
   if (entry.zone.has_value() && IsValidZone(*entry.zone)) return *entry.zone;
+  for (const ZoneSuffixConfig& z : config.zone_by_identity_suffix) {
+    if (identity.size() >= z.suffix.size() &&
+        identity.substr(identity.size() - z.suffix.size()) == z.suffix) {
+      return z.zone;
+    }
+  }
   return {};
 }
 
@@ -279,7 +287,8 @@ absl::flat_hash_set<std::string_view> BackendSet::ListEntries(
         kept.has_value() ? previous.backends[*kept].cell : NewCell(identity);
     // B5: the zone, by its index in the list's zones.
     uint32_t zone = kNoZone;
-    if (const std::string_view name = ZoneOf(entry, endpoint_of[i]);
+    if (const std::string_view name =
+            ZoneOf(entry, endpoint_of[i], identity, config);
         !name.empty()) {
       zone = next.ZoneIndex(name);
       if (zone == kNoZone) {

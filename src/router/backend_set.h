@@ -174,7 +174,9 @@ struct BackendList {
 //   B4. weight: the backend's endpoints[] entry's weight, else the
 //       entry's weight attribute (when above 0), else defaultWeight;
 //   B5. zone: the backend's endpoints[] entry's zone, else the entry's zone
-//       attribute when it is a valid zone (C10), else none.
+//       attribute when it is a valid zone (C10), else the zone of the first
+//       zoneByIdentitySuffix entry whose suffix ends the backend's identity,
+//       else none.
 // Each step is a hash-map lookup: an update is linear in the entries.
 //
 // A listed identity keeps its cell (its statistics) across updates; one that

@@ -414,9 +414,21 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
                               *entries > KeyCacheConfig::kMaxEntries)) {
     errors.push_back({"keyCache", kKeyCacheRule});
   }
-  // C10. localZone (the endpoints' zones: with C5).
+  // C10. localZone and zoneByIdentitySuffix (the endpoints' zones: with
+  // C5).
   if (config.local_zone.has_value() && !IsValidZone(*config.local_zone)) {
     errors.push_back({"localZone", kZoneRule});
+  }
+  for (size_t i = 0; i < config.zone_by_identity_suffix.size(); ++i) {
+    const ZoneSuffixConfig& z = config.zone_by_identity_suffix[i];
+    const std::string field = absl::StrCat("zoneByIdentitySuffix[", i, "]");
+    if (z.suffix.empty()) {
+      errors.push_back({absl::StrCat(field, ".suffix"),
+                        "must not be empty (it would match every backend)"});
+    }
+    if (!IsValidZone(z.zone)) {
+      errors.push_back({absl::StrCat(field, ".zone"), kZoneRule});
+    }
   }
   KeepFirstOfEachKind(errors);
   return errors;

@@ -54,7 +54,8 @@ TEST(RendezvousConfig, ExactMessages) {
       "errors validating weighted_rendezvous LB policy config: "
       "[field:balanceFactorPercent error:unknown field (known: hashHeader, "
       "endpoints, defaultWeight, missingKey, maxInFlightPerBackend, "
-      "retryRouting, slowStart, loadScope, keyCache, localZone; "
+      "retryRouting, slowStart, loadScope, keyCache, localZone, "
+      "zoneByIdentitySuffix; "
       "balanceFactorPercent and serverLoad belong to "
       "bounded_load_rendezvous)]");
 }
@@ -97,6 +98,10 @@ TEST(RendezvousConfig, EachRuleNamesItsField) {
        "endpoints[0]"},
       {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80"},{"address":"10.0.0.2:80","zone":""}]})",
        "field:endpoints[1].zone error:must be 1 to 64 printable ASCII"},
+      {R"({"hashHeader":"k","zoneByIdentitySuffix":[{"suffix":"","zone":"a"}]})",
+       "field:zoneByIdentitySuffix[0].suffix error:must not be empty"},
+      {R"({"hashHeader":"k","zoneByIdentitySuffix":[{"suffix":".a:1"}]})",
+       "field:zoneByIdentitySuffix[0].zone error:field not present"},
       {R"({"hashHeader":"k","localZone":"zone\u0007"})",
        "field:localZone error:must be 1 to 64 printable ASCII"},
   };

@@ -163,6 +163,44 @@ TEST(ZoneBackendSet, TheEndpointsZoneThenAValidAttributeThenNone) {
   EXPECT_EQ(list.ZoneIndex("elsewhere"), kNoZone);
 }
 
+TEST(ZoneBackendSet,
+     AnIdentitySuffixGivesTheZoneAfterTheEndpointAndTheAttribute) {
+  Config config = ValidConfig();
+  config.zone_by_identity_suffix = {{".zone-a.test:80", "a"},
+                                    {".test:80", "other"}};
+  config.endpoints.resize(1);
+  config.endpoints[0].identity = "x0.zone-a.test:80";
+  config.endpoints[0].zone = "from-config";
+  ASSERT_TRUE(NormalizeAndValidate(config).empty());
+  std::vector<ResolverEntry> entries = {
+      Entry(AddressOf(0), std::nullopt, "x0.zone-a.test:80"),
+      Entry(AddressOf(1), std::nullopt, "x1.zone-a.test:80"),
+      Entry(AddressOf(2), std::nullopt, "x2.zone-a.test:80"),
+      Entry(AddressOf(3), std::nullopt, "y0.zone-b.test:80"),
+      Entry(AddressOf(4), std::nullopt, "y0.zone-b.test:81")};
+  entries[2].zone = "from-resolver";
+  BackendSet set;
+  set.Update(entries, config);
+  const BackendList& list = *set.list();
+  const auto zone_of = [&](size_t i) {
+    const uint32_t z = list.backends[i].zone;
+    return z == kNoZone ? std::string("(none)") : list.zones[z];
+  };
+  EXPECT_EQ(zone_of(0), "from-config");
+  EXPECT_EQ(zone_of(1), "a");
+  EXPECT_EQ(zone_of(2), "from-resolver");
+  EXPECT_EQ(zone_of(3), "other");  // the first suffix that matches
+  EXPECT_EQ(zone_of(4), "(none)");
+
+  Config bad = ValidConfig();
+  bad.zone_by_identity_suffix = {{"", "a"}, {".b", ""}};
+  const std::vector<ConfigError> errors = NormalizeAndValidate(bad);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].field, "zoneByIdentitySuffix[0].suffix");
+  EXPECT_EQ(errors[1],
+            (ConfigError{"zoneByIdentitySuffix[1].zone", kZoneRule}));
+}
+
 TEST_F(ZoneTest, EveryKeyGoesToItsZonesFirstBackendInItsGlobalOrder) {
   for (const bool bounded : {false, true}) {
     for (const char* zone : {"a", "b", "c"}) {
