@@ -321,7 +321,9 @@ PickOutcome Picker::PickInZone(std::string_view key,
   // Inside the zone by its bound, then outside it as without zones (never
   // the last phase: where both admit nobody, the pick as without zones
   // gives the answer, below).
-  const WalkSpan inside{ZoneTotal(), zone_ready_weight_, Owner::kInZone,
+  // L_Z only where a bound reads it (O(|Z|) counters).
+  const WalkSpan inside{rule_ == LoadRule::kNone ? 0 : ZoneTotal(),
+                        zone_ready_weight_, Owner::kInZone,
                         /*last=*/false, /*take_past_bound=*/true};
   switch (rule_) {
     case LoadRule::kNone: {
