@@ -41,6 +41,20 @@ inline constexpr char kStatsLabelArg[] = "poise.stats_label";
 // may.
 inline constexpr char kIdentityAddressArg[] = "poise.identity";
 
+// Per-address channel argument (string): the zone a resolver gives an
+// address, 1 to 64 printable ASCII characters (another value is ignored).
+// The service config's endpoints[].zone for that address comes first.
+inline constexpr char kZoneAddressArg[] = "poise.zone";
+
+// Channel argument (string): the client's zone (1 to 64 printable ASCII
+// characters), for example from the pod's topology.kubernetes.io/zone
+// through the downward API. It replaces the policy config's localZone, so
+// one service config serves every zone. Keys then stay on their owner among
+// the zone's backends while the zone has room (docs/zones.md). A value that
+// is not a zone is refused (logged, naming the argument): the config's
+// localZone, if any, routes.
+inline constexpr char kLocalZoneArg[] = "poise.local_zone";
+
 // Channel argument (int, milliseconds): how often the poise-dns and poise-srv
 // resolvers re-resolve even when no backend failed (default 30000; 0: never).
 // Re-resolutions keep GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS (default
@@ -171,6 +185,11 @@ struct ChannelStats {
   // Completed picks of configured retries (the call's attempt 2 and later,
   // told by gRPC's grpc-previous-rpc-attempts; also counted in picks).
   uint64_t retries = 0;
+  // Zones (localZone or kLocalZoneArg, docs/zones.md): completed picks to a
+  // backend of the channel's zone, and to one outside it; both 0 without a
+  // local zone or while no listed backend is in it.
+  uint64_t zone_kept = 0;
+  uint64_t zone_out = 0;
   // "CHANNEL" or "PROCESS" (the config's loadScope), and every call in flight
   // in that scope, to any backend: the L of the bounds.
   std::string load_scope;

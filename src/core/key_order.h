@@ -163,8 +163,13 @@ uint64_t EligibleWeightOf(const PreparedList& list);
 class RoomWalk final {
  public:
   RoomWalk(KeyOrder& order, uint32_t factor_percent, uint64_t total_load)
-      : order_(&order),
-        bounds_(factor_percent, total_load, EligibleWeightOf(order.list())) {}
+      : RoomWalk(order, factor_percent, total_load,
+                 EligibleWeightOf(order.list())) {}
+  // The same with the bounds' W given: a subset's weights (a zone's, the
+  // router's P8), the walk's Admits leaving out the candidates outside it.
+  RoomWalk(KeyOrder& order, uint32_t factor_percent, uint64_t total_load,
+           uint64_t total_weight)
+      : order_(&order), bounds_(factor_percent, total_load, total_weight) {}
 
   // The next candidate with room after the last returned (the first: from
   // the owner); kNone at the end of the order, or on its error.
@@ -229,16 +234,37 @@ Result<Walked> NthWithRoomOfTheLoadsSum(const KeyOrder& order,
 // then kLoadOverflow for a total of 2^64 - 1, then the stale total's.
 // `reads`: kVisited, but for the benchmark that measures the other.
 template <typename View>
+Result<Walked> WalkToNthWithRoomWithin(KeyOrder& order, uint32_t factor_percent,
+                                       uint64_t total_load,
+                                       uint64_t total_weight, View& view,
+                                       size_t nth, Reads reads,
+                                       DecisionScratch& scratch);
+
+template <typename View>
 Result<Walked> WalkToNthWithRoom(KeyOrder& order, uint32_t factor_percent,
                                  uint64_t total_load, View& view, size_t nth,
                                  Reads reads, DecisionScratch& scratch) {
+  return WalkToNthWithRoomWithin(order, factor_percent, total_load,
+                                 EligibleWeightOf(order.list()), view, nth,
+                                 reads, scratch);
+}
+
+// WalkToNthWithRoom with the bounds' W given (RoomWalk's second form): every
+// bound is ceil(f (total_load + 1) w / (100 total_weight)). A stale total
+// still takes its bounds from the sum of every eligible load and weight.
+template <typename View>
+Result<Walked> WalkToNthWithRoomWithin(KeyOrder& order, uint32_t factor_percent,
+                                       uint64_t total_load,
+                                       uint64_t total_weight, View& view,
+                                       size_t nth, Reads reads,
+                                       DecisionScratch& scratch) {
   if (total_load == UINT64_MAX) {  // T + 1: after the order's errors
     if (order.Next(scratch) == kNone && order.error().has_value()) {
       return *order.error();
     }
     return PickError::kLoadOverflow;
   }
-  RoomWalk walk(order, factor_percent, total_load);
+  RoomWalk walk(order, factor_percent, total_load, total_weight);
   if (nth == 0) {
     const size_t i = walk.NextWithRoom(view, reads, scratch);
     if (i != kNone) {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -163,13 +164,21 @@ absl::StatusOr<std::string> ExplainForChannel(
     const router::PolicyStats& channel, std::string_view key,
     uint32_t factor_percent,
     const std::vector<router::ExplainedBackend>& ranked,
-    const std::vector<std::string>& not_ready) {
+    const std::vector<std::string>& not_ready,
+    const std::optional<std::string>& local_zone = std::nullopt,
+    bool zone_listed = false) {
   const bool bounded = channel.policy() == kBoundedLoadRendezvousPolicy;
   std::string extra = router::ExplainChannelMembers(
       channel.label(), channel.policy(), not_ready);
   absl::StrAppend(&extra, ",\"connectivity\":",
                   router::JsonString(router::ToString(
                       channel.connectivity.load(std::memory_order_relaxed))));
+  if (local_zone.has_value()) {  // P8: the zone's order and rule
+    absl::StrAppend(
+        &extra, ",",
+        router::ExplainZoneMembers(key, factor_percent, ranked, *local_zone,
+                                   zone_listed, bounded));
+  }
   return router::ExplainJson(key, factor_percent, ranked, bounded, extra);
 }
 
@@ -191,7 +200,8 @@ absl::StatusOr<std::string> ExplainKey(std::string_view label,
     const router::Picker::Inputs inputs = picker->InputsNow();
     if (inputs.ready.empty()) continue;
     return ExplainForChannel(*channel, key, picker->factor_percent(),
-                             inputs.ready, inputs.not_ready);
+                             inputs.ready, inputs.not_ready, inputs.local_zone,
+                             inputs.zone_listed);
   }
   // Else none of its backends is READY (connecting, failed, or a new list
   // during churn): the key over every backend the stats list, the order its

@@ -303,6 +303,7 @@ using router::Config;
 using router::EndpointConfig;
 using router::ServerLoadConfig;
 using router::SlowStartConfig;
+using router::ZoneSuffixConfig;
 
 // "endpoints": [{"address": "10.0.0.1:80", "weight": 2, "identity": "a"}].
 template <>
@@ -311,6 +312,17 @@ const FieldTable<EndpointConfig>& FieldsOf<EndpointConfig>() {
       {"address", Value(&EndpointConfig::address)},
       {"weight", Value(&EndpointConfig::weight)},
       {"identity", Value(&EndpointConfig::identity)},
+      {"zone", Value(&EndpointConfig::zone)},
+  });
+  return *table;
+}
+
+// "zoneByIdentitySuffix": [{"suffix": ".cache-a.svc:50070", "zone": "a"}].
+template <>
+const FieldTable<ZoneSuffixConfig>& FieldsOf<ZoneSuffixConfig>() {
+  static const auto* table = new FieldTable<ZoneSuffixConfig>({
+      {"suffix", Value(&ZoneSuffixConfig::suffix), Presence::kRequired},
+      {"zone", Value(&ZoneSuffixConfig::zone), Presence::kRequired},
   });
   return *table;
 }
@@ -364,6 +376,8 @@ const FieldTable<Config>& FieldsOf<Config>() {
       {"serverLoad", Object(&Config::server_load), Presence::kOptional,
        KnownBy::kBoundedByRule},
       {"keyCache", LoadKeyCache},
+      {"localZone", Value(&Config::local_zone)},
+      {"zoneByIdentitySuffix", Objects(&Config::zone_by_identity_suffix)},
   });
   return *table;
 }

@@ -9,6 +9,8 @@
 #include <grpc/support/port_platform.h>
 // clang-format on
 
+#include <grpc/support/log.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -19,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "poise/grpc_lb.h"
 #include "src/core/lib/address_utils/sockaddr_utils.h"
@@ -117,7 +120,33 @@ router::ResolverEntry EntryOf(const ServerAddress& address, std::string text) {
              arg.has_value()) {
     entry.identity.emplace(arg->data(), arg->size());
   }
+  // B5: an invalid zone is dropped by the backend set.
+  if (auto zone = address.args().GetString(kZoneAddressArg); zone.has_value()) {
+    entry.zone.emplace(zone->data(), zone->size());
+  }
   return entry;
+}
+
+// The config pickers route by: the service config's, with kLocalZoneArg in
+// place of its localZone when the channel has that argument. A value that
+// is not a zone (C10) is refused, naming the argument: the config's
+// localZone stays (`*error` says why).
+std::shared_ptr<const router::Config> WithLocalZoneArg(
+    const std::shared_ptr<const router::Config>& config,
+    const ChannelArgs& args, absl::Status* error) {
+  *error = absl::OkStatus();
+  const auto arg = args.GetString(kLocalZoneArg);
+  if (!arg.has_value()) return config;
+  const std::string zone(arg->data(), arg->size());
+  if (!router::IsValidZone(zone)) {
+    *error = absl::InvalidArgumentError(absl::StrCat(
+        "channel argument ", kLocalZoneArg, ": ", router::kZoneRule));
+    return config;
+  }
+  if (config->local_zone == zone) return config;
+  auto replaced = std::make_shared<router::Config>(*config);
+  replaced->local_zone = zone;
+  return replaced;
 }
 
 // The router's entries for the resolved addresses (those gRPC can print),
@@ -226,6 +255,8 @@ class RendezvousLb final : public LoadBalancingPolicy {
   // loadScope PROCESS counts in: one copy (a target may list every address).
   std::shared_ptr<router::PolicyStats> stats_;
   RefCountedPtr<RendezvousLbConfig> config_;
+  // config_'s with the channel's kLocalZoneArg (WithLocalZoneArg).
+  std::shared_ptr<const router::Config> routing_config_;
   ChannelArgs args_;
   router::BackendSet set_;
   // Both by backend index in set_.backends().
@@ -355,6 +386,11 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   config_ = RefCountedPtr<RendezvousLbConfig>(
       static_cast<RendezvousLbConfig*>(args.config.release()));
   resolution_note_ = std::move(args.resolution_note);
+  absl::Status zone_error;
+  routing_config_ = WithLocalZoneArg(config_->config(), args.args, &zone_error);
+  if (!zone_error.ok()) {
+    gpr_log(GPR_ERROR, "[poise %p] %s", this, zone_error.ToString().c_str());
+  }
   stats_->SetBalanceFactor(config_->config()->balance_factor_percent);
   ApplySlowStartConfigLocked();
   if (!args.addresses.ok()) {
@@ -372,6 +408,7 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   // Subchannels carry the channel args; new args need new subchannels.
   const bool args_changed = !(args.args == args_);
   args_ = args.args;
+
   const router::BackendSet::UpdateReport report =
       UpdateBackendsLocked(EntriesOf(args.addresses), args_changed);
   stats_->SetBackends(set_.list());
@@ -501,7 +538,7 @@ void RendezvousLb::UpdatePickerLocked() {
     for (const auto& b : backends_) subchannels.push_back(b.subchannel());
     channel_control_helper()->UpdateState(
         GRPC_CHANNEL_READY, absl::OkStatus(),
-        std::make_unique<RendezvousPicker>(this, config_->config(), set_.list(),
+        std::make_unique<RendezvousPicker>(this, routing_config_, set_.list(),
                                            states_, stats_,
                                            std::move(subchannels), effective));
     return;

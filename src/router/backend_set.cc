@@ -75,6 +75,23 @@ uint32_t WeightOf(const ResolverEntry& entry, const EndpointConfig* endpoint,
   return default_weight;
 }
 
+// B5: the endpoints[] entry's zone, else the entry's zone attribute when
+// valid, else the first zoneByIdentitySuffix entry's that ends `identity`,
+// else none (empty).
+std::string_view ZoneOf(const ResolverEntry& entry,
+                        const EndpointConfig* endpoint,
+                        std::string_view identity, const Config& config) {
+  if (endpoint != nullptr && endpoint->zone.has_value()) return *endpoint->zone;
+  if (entry.zone.has_value() && IsValidZone(*entry.zone)) return *entry.zone;
+  for (const ZoneSuffixConfig& z : config.zone_by_identity_suffix) {
+    if (identity.size() >= z.suffix.size() &&
+        identity.substr(identity.size() - z.suffix.size()) == z.suffix) {
+      return z.zone;
+    }
+  }
+  return {};
+}
+
 // Where the previous list's backends are (by identity, and per address in
 // list order), and which of them this update has promised or given away.
 class PreviousPositions {
@@ -177,6 +194,14 @@ bool ShareIdentityTable(const BackendList& previous, BackendList& next) {
 
 }  // namespace
 
+uint32_t BackendList::ZoneIndex(std::string_view zone) const {
+  // A list has a few zones: a linear search beats a map.
+  for (size_t z = 0; z < zones.size(); ++z) {
+    if (zones[z] == zone) return static_cast<uint32_t>(z);
+  }
+  return kNoZone;
+}
+
 BackendSet::BackendSet()
     : list_(EmptyList(LoadScope::Create())), scope_(list_->scope) {}
 
@@ -260,9 +285,20 @@ absl::flat_hash_set<std::string_view> BackendSet::ListEntries(
         same_scope ? positions.OfIdentity(identity) : std::nullopt;
     std::shared_ptr<BackendCell> cell =
         kept.has_value() ? previous.backends[*kept].cell : NewCell(identity);
+    // B5: the zone, by its index in the list's zones.
+    uint32_t zone = kNoZone;
+    if (const std::string_view name =
+            ZoneOf(entry, endpoint_of[i], identity, config);
+        !name.empty()) {
+      zone = next.ZoneIndex(name);
+      if (zone == kNoZone) {
+        zone = static_cast<uint32_t>(next.zones.size());
+        next.zones.emplace_back(name);
+      }
+    }
     // Borrowed from `entries` and `config` until BorrowFromList().
     next.backends.push_back(
-        ListedBackend{entry.address, identity, weight, std::move(cell)});
+        ListedBackend{entry.address, identity, weight, std::move(cell), zone});
   }
   return identities;
 }

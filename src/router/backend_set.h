@@ -108,7 +108,11 @@ struct ResolverEntry {
   std::string address;  // the text gRPC prints for it (NormalizeAddress)
   std::optional<uint32_t> weight;       // the resolver's weight attribute
   std::optional<std::string> identity;  // the per-address identity attribute
+  std::optional<std::string> zone = std::nullopt;  // the zone attribute
 };
+
+// ListedBackend::zone of a backend without a zone.
+inline constexpr uint32_t kNoZone = UINT32_MAX;
 
 // One backend as a BackendList lists it: its address, identity, weight and
 // in-flight cell. Its strings are borrowed from the list that holds it (valid
@@ -120,6 +124,8 @@ struct ListedBackend {
   std::string_view identity;  // the string hashed for it
   uint32_t weight;
   std::shared_ptr<BackendCell> cell;
+  // Its zone (B5): an index into BackendList::zones, or kNoZone.
+  uint32_t zone = kNoZone;
 };
 
 // One update's result, immutable: shared by the set, the pickers built from
@@ -140,6 +146,11 @@ struct BackendList {
   std::shared_ptr<LoadScope> scope;
   // The addresses that are not their backend's identity, end to end.
   std::unique_ptr<char[]> address_bytes;
+  // The backends' distinct zones, in order of first appearance.
+  std::vector<std::string> zones;
+
+  // The index of `zone` in `zones`; kNoZone when no backend is in it.
+  uint32_t ZoneIndex(std::string_view zone) const;
 };
 
 // The current backend list and the cells of the identities it has known.
@@ -161,7 +172,11 @@ struct BackendList {
 //       first wins: two backends hashed as one would split one owner's keys
 //       between them by list position);
 //   B4. weight: the backend's endpoints[] entry's weight, else the
-//       entry's weight attribute (when above 0), else defaultWeight.
+//       entry's weight attribute (when above 0), else defaultWeight;
+//   B5. zone: the backend's endpoints[] entry's zone, else the entry's zone
+//       attribute when it is a valid zone (C10), else the zone of the first
+//       zoneByIdentitySuffix entry whose suffix ends the backend's identity,
+//       else none.
 // Each step is a hash-map lookup: an update is linear in the entries.
 //
 // A listed identity keeps its cell (its statistics) across updates; one that

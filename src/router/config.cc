@@ -159,6 +159,10 @@ void CheckEndpoint(EndpointConfig& endpoint, const std::string& field,
     errors.push_back({absl::StrCat(field, ".identity"),
                       "must not be empty (omit it to hash the address)"});
   }
+  // C10.
+  if (endpoint.zone.has_value() && !IsValidZone(*endpoint.zone)) {
+    errors.push_back({absl::StrCat(field, ".zone"), kZoneRule});
+  }
 }
 
 // C6: each address and each identity names one endpoint. One hash map
@@ -330,6 +334,12 @@ std::optional<std::string> NormalizeAddress(std::string_view text) {
   return text.front() == '[' ? NormalizeIpv6(text) : NormalizeIpv4(text);
 }
 
+bool IsValidZone(std::string_view zone) {
+  return !zone.empty() && zone.size() <= kMaxZoneLength &&
+         std::all_of(zone.begin(), zone.end(),
+                     [](char c) { return c >= 0x20 && c <= 0x7e; });
+}
+
 std::vector<ConfigError> NormalizeAndValidate(Config& config) {
   std::vector<ConfigError> errors;
   // C1. hashHeader.
@@ -403,6 +413,22 @@ std::vector<ConfigError> NormalizeAndValidate(Config& config) {
   if (entries.has_value() && (*entries < KeyCacheConfig::kMinEntries ||
                               *entries > KeyCacheConfig::kMaxEntries)) {
     errors.push_back({"keyCache", kKeyCacheRule});
+  }
+  // C10. localZone and zoneByIdentitySuffix (the endpoints' zones: with
+  // C5).
+  if (config.local_zone.has_value() && !IsValidZone(*config.local_zone)) {
+    errors.push_back({"localZone", kZoneRule});
+  }
+  for (size_t i = 0; i < config.zone_by_identity_suffix.size(); ++i) {
+    const ZoneSuffixConfig& z = config.zone_by_identity_suffix[i];
+    const std::string field = absl::StrCat("zoneByIdentitySuffix[", i, "]");
+    if (z.suffix.empty()) {
+      errors.push_back({absl::StrCat(field, ".suffix"),
+                        "must not be empty (it would match every backend)"});
+    }
+    if (!IsValidZone(z.zone)) {
+      errors.push_back({absl::StrCat(field, ".zone"), kZoneRule});
+    }
   }
   KeepFirstOfEachKind(errors);
   return errors;

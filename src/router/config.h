@@ -65,6 +65,27 @@ struct EndpointConfig {
   std::optional<std::string> address;
   std::optional<uint32_t> weight;
   std::optional<std::string> identity;
+  // The backend's zone (C10), before the resolver's zone attribute (B5).
+  std::optional<std::string> zone = std::nullopt;
+};
+
+// A zone (C10): 1 to kMaxZoneLength printable ASCII characters (0x20 to
+// 0x7e), compared byte for byte.
+inline constexpr size_t kMaxZoneLength = 64;
+bool IsValidZone(std::string_view zone);
+inline constexpr char kZoneRule[] =
+    "must be 1 to 64 printable ASCII characters (0x20 to 0x7e)";
+
+// zoneByIdentitySuffix[]: the zone of every backend whose identity ends
+// with `suffix` (B5), so DNS-named backends (a zonal StatefulSet's pods,
+// "cache-a-0.cache-a.default.svc.cluster.local:50070") get their zone
+// without an endpoints[] entry each.
+struct ZoneSuffixConfig {
+  std::string suffix;
+  std::string zone;
+  bool operator==(const ZoneSuffixConfig& other) const {
+    return suffix == other.suffix && zone == other.zone;
+  }
 };
 
 // slowStart: a backend that becomes READY while the channel already serves
@@ -174,6 +195,10 @@ struct Config {
   std::optional<SlowStartConfig> slow_start;  // nullopt: off
   LoadScopeKind load_scope = LoadScopeKind::kChannel;
   std::optional<ServerLoadConfig> server_load;  // nullopt: off
+  // The client's zone (C10; the channel argument poise.local_zone replaces
+  // it): keys stay on its backends (picker.h, P8). nullopt: no zone rule.
+  std::optional<std::string> local_zone;
+  std::vector<ZoneSuffixConfig> zone_by_identity_suffix;
 
   // Whether calls hold an in-flight slot: the bounded policy reads the loads,
   // a hard limit counts against them, and a process scope counts every
@@ -217,7 +242,9 @@ struct ConfigError {
 //       [10 ms, 1 h]; serverLoad.maxReportAge in (0, 1 h], and longer than a
 //       valid non-zero outOfBandInterval (else every report would expire
 //       before the next);
-//   C9. keyCache as a size: KeyCacheConfig::kMinEntries to kMaxEntries.
+//   C9. keyCache as a size: KeyCacheConfig::kMinEntries to kMaxEntries;
+//   C10. localZone, endpoints[i].zone and zoneByIdentitySuffix[i].zone:
+//        IsValidZone; zoneByIdentitySuffix[i].suffix not empty.
 // missingKey, retryRouting and loadScope have no rule here: their spellings are
 // checked where they are read (ParseMissingKey, ParseRetryRouting,
 // ParseLoadScope).

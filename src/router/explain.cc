@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "poise/bound.h"
 #include "poise/rendezvous.h"
 #include "src/router/utf8_text.h"
 
@@ -128,6 +129,72 @@ class ExplainReader {
 };
 
 }  // namespace
+
+std::string ExplainZoneMembers(std::string_view key, uint32_t factor_percent,
+                               const std::vector<ExplainedBackend>& backends,
+                               std::string_view local_zone, bool zone_listed,
+                               bool bounded) {
+  // The zone's backends, and their order: the key's order over the subset
+  // (K5 compares each pair on its own).
+  std::vector<Candidate> candidates;
+  std::vector<size_t> index;
+  uint64_t zone_load = 0;
+  uint64_t zone_weight = 0;
+  for (size_t i = 0; i < backends.size(); ++i) {
+    if (backends[i].zone != local_zone) continue;
+    candidates.push_back({backends[i].identity, backends[i].weight, true});
+    index.push_back(i);
+    zone_load += backends[i].load;
+    zone_weight += backends[i].weight;
+  }
+  std::string out =
+      absl::StrCat(JsonMember("local_zone", local_zone), ",\"zone_order\":[");
+  std::optional<size_t> owner;
+  std::optional<size_t> selection;
+  if (!candidates.empty()) {
+    const Result<std::vector<Rank>> ranking =
+        WeightedRendezvous::Ranking(key, candidates);
+    if (ranking.ok()) {
+      bool first = true;
+      for (const Rank& r : ranking.value()) {
+        const ExplainedBackend& b = backends[index[r.index]];
+        const Bound bound(factor_percent, zone_load, b.weight, zone_weight);
+        const UInt128 capacity = bound.Capacity();
+        absl::StrAppend(&out, first ? "" : ",", "{",
+                        JsonMember("identity", b.identity), ",\"capacity\":",
+                        capacity > UINT64_MAX ? UINT64_MAX
+                                              : static_cast<uint64_t>(capacity),
+                        "}");
+        first = false;
+        if (!owner.has_value()) owner = index[r.index];
+        if (!selection.has_value() && (!bounded || bound.HasRoom(b.load))) {
+          selection = index[r.index];
+        }
+      }
+    }
+  }
+  const auto identity_or_null = [&](std::optional<size_t> i) {
+    return i.has_value() ? JsonString(backends[*i].identity)
+                         : std::string("null");
+  };
+  absl::StrAppend(&out, "],\"zone_owner\":", identity_or_null(owner),
+                  ",\"zone_selection\":", identity_or_null(selection),
+                  ",\"left_zone\":");
+  if (!zone_listed) {
+    absl::StrAppend(&out, JsonString("no listed backend is in the zone: "
+                                     "every pick is as without zones"));
+  } else if (!owner.has_value()) {
+    absl::StrAppend(&out, JsonString("no READY backend in the zone: the key "
+                                     "goes to its first READY choice"));
+  } else if (!selection.has_value()) {
+    // Only where the loads' sum was read in parts (K7 leaves room).
+    absl::StrAppend(&out, JsonString("every backend of the zone is over the "
+                                     "zone's bound"));
+  } else {
+    absl::StrAppend(&out, "null");
+  }
+  return out;
+}
 
 absl::StatusOr<ExplainedInputs> ReadExplainJson(std::string_view json) {
   const auto bad = [](std::string_view what) {

@@ -19,6 +19,7 @@ struct ExplainedBackend {
   std::string identity;
   uint32_t weight = 1;
   uint64_t load = 0;
+  std::string zone = std::string();  // its zone (B5); empty: none
 };
 
 // One JSON object (one line, no trailing newline):
@@ -58,6 +59,22 @@ std::string JsonMember(std::string_view name, std::string_view bytes);
 std::string ExplainChannelMembers(std::string_view label,
                                   std::string_view policy,
                                   const std::vector<std::string>& not_ready);
+
+// P8's members, appended to ExplainJson for a client in `local_zone`:
+//   "local_zone"; "zone_order": the backends of the zone in the key's order,
+//   each {"identity", "capacity"} (capacity by the zone's bound
+//   ceil(f (L_Z + 1) w / (100 W_Z)), L_Z and W_Z the zone's loads and
+//   weights summed); "zone_owner" (the first of them, null when none);
+//   "zone_selection" (where the zone's rule sends the key: the owner under
+//   weighted_rendezvous, else the first with room; null when it leaves the
+//   zone); "left_zone": null, or why the key leaves its zone. `zone_listed`:
+//   some listed backend is in the zone, READY or not (else every pick is as
+//   without zones). The fleet-wide check of serverLoad and the hard limit
+//   are not replayed here: their loads change at every call.
+std::string ExplainZoneMembers(std::string_view key, uint32_t factor_percent,
+                               const std::vector<ExplainedBackend>& backends,
+                               std::string_view local_zone, bool zone_listed,
+                               bool bounded);
 
 // What an ExplainJson object was computed from, read back from its text (an
 // ExplainKey answer saved from a live channel, or poise-explain's output):

@@ -33,12 +33,22 @@ class SlotFilter final {
   SlotFilter(const InFlightCounter* const* counters, uint64_t limit)
       : counters_(counters), limit_(limit) {}
   bool Admits(size_t i) const {
-    return (limit_ == InFlightCounter::kNoLimit ||
+    return (in_zone_ == nullptr || in_zone_[i] == want_zone_) &&
+           (limit_ == InFlightCounter::kNoLimit ||
             counters_[i]->Load() < limit_) &&
            (lost_.empty() || !Lost(i));
   }
   void Lose(size_t i) { lost_.push_back(static_cast<uint32_t>(i)); }
   bool limited() const { return limit_ != InFlightCounter::kNoLimit; }
+  // P8: admits only the backends inside the local zone (`inside`) or only
+  // those outside it; `in_zone[i]` is 1 for a backend of the zone. A walk
+  // over the key's order with this filter is the key's order over that
+  // subset (the contract's K5 compares each pair on its own).
+  SlotFilter& Within(const uint8_t* in_zone, bool inside) {
+    in_zone_ = in_zone;
+    want_zone_ = inside ? 1 : 0;
+    return *this;
+  }
 
  private:
   bool Lost(size_t i) const {
@@ -46,6 +56,8 @@ class SlotFilter final {
   }
   const InFlightCounter* const* counters_;
   uint64_t limit_;
+  const uint8_t* in_zone_ = nullptr;  // null: every zone
+  uint8_t want_zone_ = 1;
   std::vector<uint32_t> lost_;  // empty on every pick that loses no slot
 };
 
@@ -106,6 +118,15 @@ class FleetLoads final {
   uint64_t Total(int64_t now_ns, uint64_t own_total,
                  bool* without_report) const;
 
+  // Backend i's capacity under the fleet-wide bound of `total` calls
+  // (saturated; 0 when W does not fit).
+  uint64_t CapacityOf(size_t i, uint64_t total) const {
+    if (ready_weight_ == 0) return 0;
+    const UInt128 c =
+        Bound(factor_percent_, total, weights_[i], ready_weight_).Capacity();
+    return c > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(c);
+  }
+
   // A first attempt's view (the herding rule, fleet_load.h: each visit is
   // an ask) or, after the rule left no room anywhere or for a retry, the
   // bound alone over the estimates.
@@ -150,6 +171,43 @@ class FleetLoads final {
   mutable std::atomic<int64_t> sum_at_ns_{ReportSlot::kNever};
   mutable std::atomic<uint64_t> others_sum_{0};
   mutable std::atomic<bool> sum_without_report_{false};
+};
+
+// P8's walk inside the local zone under serverLoad: the zone's bound reads
+// the scope's counts (the walk's Load), and a backend of the zone is chosen
+// only while its fleet estimate E_i is also below its fleet-wide bound
+// (Admits, read only for a backend with room by the zone's bound), so a
+// zone with more callers than capacity sends its excess out. The fleet's
+// bound is read without the herding rule: the zone's own callers are the
+// ones that fill it, and the check must not depend on a draw.
+class ZoneLoads final {
+ public:
+  ZoneLoads(const InFlightCounter* const* counters, const FleetLoads& fleet,
+            int64_t now_ns, uint64_t fleet_total, SlotFilter filter)
+      : counters_(counters),
+        fleet_(fleet),
+        now_ns_(now_ns),
+        fleet_total_(fleet_total),
+        filter_(std::move(filter)) {}
+  uint64_t Load(size_t i) const { return counters_[i]->Load(); }
+  bool Admits(size_t i) const {
+    return filter_.Admits(i) &&
+           fleet_.EstimateOf(i, now_ns_) < fleet_.CapacityOf(i, fleet_total_);
+  }
+  SlotFilter& filter() { return filter_; }
+  static bool DropRule() { return false; }
+  // The bound a call to i carries (serverLoad.admission): the fleet-wide
+  // one, the bound the backend can see.
+  uint64_t FleetCapacityOf(size_t i) const {
+    return fleet_.CapacityOf(i, fleet_total_);
+  }
+
+ private:
+  const InFlightCounter* const* counters_;
+  const FleetLoads& fleet_;
+  int64_t now_ns_;
+  uint64_t fleet_total_;
+  SlotFilter filter_;
 };
 
 }  // namespace poise::router

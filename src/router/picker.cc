@@ -4,7 +4,9 @@
 #include <array>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "src/core/key_order.h"
@@ -135,6 +137,24 @@ Picker::Picker(std::shared_ptr<const Config> config,
     pending_.push_back(pending);
     counters_.push_back(list_->backends[i].cell->in_flight);
   }
+  // P8: the local zone, where some listed backend is in it.
+  if (config_->local_zone.has_value()) {
+    zone_ = list_->ZoneIndex(*config_->local_zone);
+  }
+  if (ZoneActive()) {
+    in_zone_.assign(list_->backends.size(), 0);
+    const std::vector<Candidate>& ready = ready_.candidates();
+    for (size_t i = 0; i < list_->backends.size(); ++i) {
+      if (list_->backends[i].zone != zone_) continue;
+      in_zone_[i] = 1;
+      zone_members_.push_back(i);
+      if (ready[i].IsEligible()) {
+        ++zone_ready_count_;
+        // Fewer than 2^32 weights of 32 bits: no overflow (C5).
+        zone_ready_weight_ += ready[i].weight;
+      }
+    }
+  }
   if (rule_ == LoadRule::kFleet) {
     std::vector<bool> ready;
     std::vector<uint32_t> weights;
@@ -156,12 +176,16 @@ Picker::Inputs Picker::InputsNow() const {
   for (size_t i = 0; i < ready.size(); ++i) {
     const std::string_view identity = ready[i].identity;
     if (ready[i].eligible) {
+      const uint32_t zone = list_->backends[i].zone;
       inputs.ready.push_back(
-          {std::string(identity), ready[i].weight, LoadOf(i, now_ns)});
+          {std::string(identity), ready[i].weight, LoadOf(i, now_ns),
+           zone == kNoZone ? std::string() : list_->zones[zone]});
     } else {
       inputs.not_ready.emplace_back(identity);
     }
   }
+  inputs.local_zone = config_->local_zone;
+  inputs.zone_listed = ZoneActive();
   return inputs;
 }
 
@@ -180,16 +204,22 @@ PickOutcome Picker::PickForKey(std::string_view key) const {
   KeyOrderPrefix prefix;
   const bool cached = key_cache_ != nullptr && CachedOrder(key, &prefix);
   // P2: a pending owner holds its keys (the prefix's first is the owner
-  // over every backend).
-  if (any_pending_ &&
-      (cached ? pending_[prefix.index[0]] != 0 : OwnerIsPending(key))) {
-    return PickOutcome{PickOutcome::Queue{}};
+  // over every backend); P8: the owner over the zone's backends, and over
+  // every backend only where the zone has no READY one.
+  if (any_pending_) {
+    const bool zone_decides = ZoneActive() && zone_ready_count_ != 0;
+    if ((ZoneActive() && ZoneOwnerIsPending(key)) ||
+        (!zone_decides &&
+         (cached ? pending_[prefix.index[0]] != 0 : OwnerIsPending(key)))) {
+      return PickOutcome{PickOutcome::Queue{}};
+    }
   }
   return PickFirst(key, cached ? &prefix : nullptr);
 }
 
 PickOutcome Picker::PickFirst(std::string_view key,
                               const KeyOrderPrefix* prefix) const {
+  if (zone_ready_count_ != 0) return PickInZone(key, prefix);
   switch (rule_) {
     case LoadRule::kNone:
       return PickOwner(key, prefix);
@@ -275,15 +305,205 @@ PickOutcome Picker::PickFleet(std::string_view key,
   return PickAlongOrder(key, prefix, view, total, nth, first_attempt);
 }
 
+// ---------------------------------------------------------------------------
+// Zones (P8)
+
+uint64_t Picker::ZoneTotal() const {
+  uint64_t total = 0;
+  for (const size_t i : zone_members_) total += counters_[i]->Load();
+  return total;
+}
+
+PickOutcome Picker::PickInZone(std::string_view key,
+                               const KeyOrderPrefix* prefix) const {
+  using Owner = WalkSpan::Owner;
+  const uint8_t* in_zone = in_zone_.data();
+  // Inside the zone by its bound, then outside it as without zones (never
+  // the last phase: where both admit nobody, the pick as without zones
+  // gives the answer, below).
+  // L_Z only where a bound reads it (O(|Z|) counters).
+  const WalkSpan inside{rule_ == LoadRule::kNone ? 0 : ZoneTotal(),
+                        zone_ready_weight_, Owner::kInZone,
+                        /*last=*/false, /*take_past_bound=*/true};
+  switch (rule_) {
+    case LoadRule::kNone: {
+      NoLoads in(Filter());
+      in.filter().Within(in_zone, true);
+      if (auto o = WalkAlongOrder(key, prefix, in, inside, 0, true))
+        return *std::move(o);
+      NoLoads out(Filter());
+      out.filter().Within(in_zone, false);
+      if (auto o = WalkAlongOrder(
+              key, prefix, out,
+              WalkSpan{0, std::nullopt, Owner::kPassed, false, true}, 0,
+              true)) {
+        return *std::move(o);
+      }
+      break;
+    }
+    case LoadRule::kScope: {
+      ScopeLoads in(counters_.data(), Filter());
+      in.filter().Within(in_zone, true);
+      if (auto o = WalkAlongOrder(key, prefix, in, inside, 0, true))
+        return *std::move(o);
+      ScopeLoads out(counters_.data(), Filter());
+      out.filter().Within(in_zone, false);
+      if (auto o = WalkAlongOrder(key, prefix, out,
+                                  WalkSpan{scope_total_->Load(), std::nullopt,
+                                           Owner::kPassed, false, true},
+                                  0, true)) {
+        return *std::move(o);
+      }
+      break;
+    }
+    case LoadRule::kFleet: {
+      const int64_t now_ns = FleetNowNs();
+      const uint64_t own_total = scope_total_->Load();
+      bool without_report = false;
+      const uint64_t total = fleet_->Total(now_ns, own_total, &without_report);
+      if (without_report) {
+        stats_->picks_without_some_report.fetch_add(1,
+                                                    std::memory_order_relaxed);
+      }
+      // Inside: the zone's bound and the fleet's; not past them (the
+      // excess goes out first).
+      ZoneLoads in(counters_.data(), *fleet_, now_ns, total, Filter());
+      in.filter().Within(in_zone, true);
+      WalkSpan fleet_inside = inside;
+      fleet_inside.take_past_bound = false;
+      if (auto o = WalkAlongOrder(key, prefix, in, fleet_inside, 0, true)) {
+        return *std::move(o);
+      }
+      // Outside: P7 as without zones (the herding rule first).
+      FleetLoads::View out(*fleet_, now_ns, total, own_total, true, Filter());
+      out.filter().Within(in_zone, false);
+      if (auto o = WalkAlongOrder(
+              key, prefix, out,
+              WalkSpan{total, std::nullopt, Owner::kPassed, false, false}, 0,
+              true)) {
+        return *std::move(o);
+      }
+      // No room outside either: back inside by the zone's bound alone.
+      ScopeLoads back(counters_.data(), Filter());
+      back.filter().Within(in_zone, true);
+      if (auto o = WalkAlongOrder(key, prefix, back, inside, 0, true)) {
+        return *std::move(o);
+      }
+      return PickFleet(key, prefix, 0);
+    }
+  }
+  // Every phase admitted nobody (every backend at the limit): the pick as
+  // without zones gives the answer (RESOURCE_EXHAUSTED).
+  if (rule_ == LoadRule::kNone) return PickOwner(key, prefix);
+  ScopeLoads view(counters_.data(), Filter());
+  return PickAlongOrder(key, prefix, view, scope_total_->Load(), 0, true);
+}
+
+bool Picker::ZoneOwnerIsPending(std::string_view key) const {
+  DecisionScratch& scratch = Scratch();
+  Result<internal::KeyOrder> order =
+      internal::KeyOrder::Hashed(all_->list(), key, scratch);
+  if (!order.ok()) return false;
+  for (size_t i = order.value().Next(scratch); i != internal::kNone;
+       i = order.value().Next(scratch)) {
+    if (in_zone_[i] != 0) return pending_[i];
+  }
+  return false;
+}
+
+std::optional<PickOutcome> Picker::PickZoneNextChoice(
+    std::string_view key, const KeyOrderPrefix* prefix, size_t nth) const {
+  DecisionScratch& scratch = Scratch();
+  const internal::PreparedList& list = ready_.list();
+  const uint32_t factor = bounded_policy_.factor_percent();
+  const uint8_t* in_zone = in_zone_.data();
+  // The backends with room along the key's order, inside the zone first,
+  // each with the capacity that admitted it; stops at the (nth + 1)-th.
+  struct Choice {
+    size_t backend;
+    uint64_t capacity;
+  };
+  std::vector<Choice> choices;
+  const auto collect = [&](auto& view, uint64_t total,
+                           std::optional<uint64_t> weight) -> bool {
+    Result<internal::KeyOrder> order =
+        prefix != nullptr
+            ? Result<internal::KeyOrder>(internal::KeyOrder::AlongPrefix(
+                  list, key, prefix->index, prefix->size))
+            : internal::KeyOrder::Hashed(list, key, scratch);
+    if (!order.ok()) return false;
+    internal::RoomWalk walk =
+        weight.has_value()
+            ? internal::RoomWalk(order.value(), factor, total, *weight)
+            : internal::RoomWalk(order.value(), factor, total);
+    for (size_t i = walk.NextWithRoom(view, internal::Reads::kVisited, scratch);
+         i != internal::kNone;
+         i = walk.NextWithRoom(view, internal::Reads::kVisited, scratch)) {
+      uint64_t capacity = walk.SaturatedCapacity(i);
+      if constexpr (std::is_same_v<std::decay_t<decltype(view)>, ZoneLoads>) {
+        capacity = view.FleetCapacityOf(i);  // the bound the backend sees
+      }
+      choices.push_back({i, capacity});
+      if (choices.size() > nth) return true;
+    }
+    return false;
+  };
+  const uint64_t zone_total = ZoneTotal();
+  bool found = false;
+  switch (rule_) {
+    case LoadRule::kNone: {
+      NoLoads in(Filter());
+      in.filter().Within(in_zone, true);
+      NoLoads out(Filter());
+      out.filter().Within(in_zone, false);
+      found =
+          collect(in, 0, zone_ready_weight_) || collect(out, 0, std::nullopt);
+      break;
+    }
+    case LoadRule::kScope: {
+      ScopeLoads in(counters_.data(), Filter());
+      in.filter().Within(in_zone, true);
+      ScopeLoads out(counters_.data(), Filter());
+      out.filter().Within(in_zone, false);
+      found = collect(in, zone_total, zone_ready_weight_) ||
+              collect(out, scope_total_->Load(), std::nullopt);
+      break;
+    }
+    case LoadRule::kFleet: {
+      const int64_t now_ns = FleetNowNs();
+      const uint64_t own_total = scope_total_->Load();
+      bool without_report = false;
+      const uint64_t total = fleet_->Total(now_ns, own_total, &without_report);
+      ZoneLoads in(counters_.data(), *fleet_, now_ns, total, Filter());
+      in.filter().Within(in_zone, true);
+      // A retry: the bound alone (P7).
+      FleetLoads::View out(*fleet_, now_ns, total, own_total, false, Filter());
+      out.filter().Within(in_zone, false);
+      found = collect(in, zone_total, zone_ready_weight_) ||
+              collect(out, total, std::nullopt);
+      break;
+    }
+  }
+  // Nobody with room: the retry as without zones decides.
+  if (choices.empty()) return std::nullopt;
+  const Choice& c = found ? choices.back() : choices[nth % choices.size()];
+  const uint64_t bound = rule_ == LoadRule::kNone ? 0 : c.capacity;
+  if (!track_load_) {
+    return Complete(c.backend, false, InFlightGuard(), false, bound);
+  }
+  InFlightGuard slot = TryAcquire(c.backend);
+  if (!slot.held()) return std::nullopt;  // lost to another pick
+  return Complete(c.backend, false, std::move(slot), false, bound);
+}
+
 // The one walk of every mode: along the key's order (from the cache's prefix
 // where given, hashed once otherwise) to the (nth + 1)-th backend with room
 // by `view`, then its slot. A slot lost to another pick goes on along the
 // same order.
 template <typename View>
-PickOutcome Picker::PickAlongOrder(std::string_view key,
-                                   const KeyOrderPrefix* prefix, View& view,
-                                   uint64_t total, size_t nth,
-                                   bool first_attempt) const {
+std::optional<PickOutcome> Picker::WalkAlongOrder(
+    std::string_view key, const KeyOrderPrefix* prefix, View& view,
+    const WalkSpan& span, size_t nth, bool first_attempt) const {
   DecisionScratch& scratch = Scratch();
   const internal::PreparedList& list = ready_.list();
   Result<internal::KeyOrder> order =
@@ -293,22 +513,28 @@ PickOutcome Picker::PickAlongOrder(std::string_view key,
           : internal::KeyOrder::Hashed(list, key, scratch);
   if (!order.ok()) return Fail(RouteError(order.error()));
   const uint32_t factor = bounded_policy_.factor_percent();
-  Result<internal::Walked> walked =
-      internal::WalkToNthWithRoom(order.value(), factor, total, view, nth,
-                                  internal::Reads::kVisited, scratch);
+  const uint64_t total = span.total;
+  const auto walk = [&](size_t k) {
+    return span.weight.has_value()
+               ? internal::WalkToNthWithRoomWithin(
+                     order.value(), factor, total, *span.weight, view, k,
+                     internal::Reads::kVisited, scratch)
+               : internal::WalkToNthWithRoom(order.value(), factor, total, view,
+                                             k, internal::Reads::kVisited,
+                                             scratch);
+  };
+  Result<internal::Walked> walked = walk(nth);
   // The herding rule left no room anywhere: the bound alone decides.
   if (walked.ok() && walked.value().stale_total && view.DropRule()) {
     order = internal::KeyOrder::Hashed(list, key, scratch);
     if (!order.ok()) return Fail(RouteError(order.error()));
-    walked =
-        internal::WalkToNthWithRoom(order.value(), factor, total, view, nth,
-                                    internal::Reads::kVisited, scratch);
+    walked = walk(nth);
   }
   if (!walked.ok()) {
     return NoneAdmitted(walked.error(), order.value(), first_attempt,
-                        view.filter());
+                        view.filter(), span);
   }
-  const size_t owner = walked.value().owner;
+  const size_t owner = SpillOwner(order.value(), span, walked.value().owner);
   // The bound holds at the slot on a first attempt of the scope's counts:
   // channels of one scope pick at the same time, so the selection may have
   // filled to its bound since its load was read. Each such loss is another
@@ -319,7 +545,10 @@ PickOutcome Picker::PickAlongOrder(std::string_view key,
     const internal::Walked& w = walked.value();
     const size_t s = w.selection;
     const bool spilled = first_attempt && s != owner;
-    const uint64_t bound = rule_ == LoadRule::kNone ? 0 : w.capacity;
+    uint64_t bound = rule_ == LoadRule::kNone ? 0 : w.capacity;
+    if constexpr (std::is_same_v<View, ZoneLoads>) {
+      bound = view.FleetCapacityOf(s);  // the bound the backend sees
+    }
     if (!track_load_) {
       return Complete(s, spilled, InFlightGuard(), order.value().from_prefix(),
                       bound);
@@ -332,20 +561,41 @@ PickOutcome Picker::PickAlongOrder(std::string_view key,
                       bound);
     }
     view.filter().Lose(s);
-    walked = internal::WalkToNthWithRoom(order.value(), factor, total, view, 0,
-                                         internal::Reads::kVisited, scratch);
+    walked = walk(0);
     if (!walked.ok() || walked.value().stale_total) {
       // Everyone with room lost or at the limit: the first in the key's
       // order that takes a slot, past every bound.
-      return TakeAnyAlong(order.value(), owner, first_attempt, view.filter());
+      std::optional<PickOutcome> taken =
+          span.take_past_bound || span.last
+              ? TakeAnyAlong(order.value(), owner, first_attempt, view.filter())
+              : std::nullopt;
+      if (taken.has_value() || !span.last) return taken;
+      return Exhausted();
     }
     walked.value().owner = owner;
   }
 }
 
-PickOutcome Picker::TakeAnyAlong(internal::KeyOrder& order, size_t owner,
-                                 bool first_attempt,
-                                 const SlotFilter& filter) const {
+size_t Picker::SpillOwner(const internal::KeyOrder& order, const WalkSpan& span,
+                          size_t walked_owner) const {
+  switch (span.owner) {
+    case WalkSpan::Owner::kWalks:
+      return walked_owner;
+    case WalkSpan::Owner::kInZone:
+      for (size_t j = 0; j < order.yielded(); ++j) {
+        const size_t i = order.Yielded(j, Scratch());
+        if (in_zone_[i] != 0) return i;
+      }
+      return walked_owner;
+    case WalkSpan::Owner::kPassed:
+      break;
+  }
+  return internal::kNone;
+}
+
+std::optional<PickOutcome> Picker::TakeAnyAlong(
+    internal::KeyOrder& order, size_t owner, bool first_attempt,
+    const SlotFilter& filter) const {
   DecisionScratch& scratch = Scratch();
   for (size_t j = 0; j < order.yielded(); ++j) {
     const size_t i = order.Yielded(j, scratch);
@@ -356,19 +606,28 @@ PickOutcome Picker::TakeAnyAlong(internal::KeyOrder& order, size_t owner,
                       0);
     }
   }
-  return Exhausted();
+  return std::nullopt;
 }
 
-PickOutcome Picker::NoneAdmitted(PickError error, internal::KeyOrder& order,
-                                 bool first_attempt,
-                                 const SlotFilter& filter) const {
+std::optional<PickOutcome> Picker::NoneAdmitted(PickError error,
+                                                internal::KeyOrder& order,
+                                                bool first_attempt,
+                                                const SlotFilter& filter,
+                                                const WalkSpan& span) const {
   if (error == PickError::kNoEligibleCandidates && filter.limited() &&
-      ready_count_ != 0) {
+      ready_count_ != 0 && (span.take_past_bound || span.last)) {
     // The backends with room are at the limit, the others over their
     // bounds: the limit is the hard rule, the bound is not.
-    const size_t owner =
+    const size_t first =
         order.yielded() != 0 ? order.Yielded(0, Scratch()) : internal::kNone;
-    return TakeAnyAlong(order, owner, first_attempt, filter);
+    std::optional<PickOutcome> taken = TakeAnyAlong(
+        order, SpillOwner(order, span, first), first_attempt, filter);
+    if (taken.has_value() || !span.last) return taken;
+    return Exhausted();
+  }
+  // P8: nobody admitted in this phase; the next one may answer.
+  if (error == PickError::kNoEligibleCandidates && !span.last) {
+    return std::nullopt;
   }
   return Fail(RouteError(error));
 }
@@ -381,6 +640,10 @@ PickOutcome Picker::Complete(size_t index, bool spilled, InFlightGuard slot,
   if (spilled) {
     stats_->spills.fetch_add(1, std::memory_order_relaxed);
     cell.counts.Get().spilled_in.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (ZoneActive()) {
+    (in_zone_[index] != 0 ? stats_->zone_kept : stats_->zone_out)
+        .fetch_add(1, std::memory_order_relaxed);
   }
   return PickOutcome{PickOutcome::Complete{index, spilled, std::move(slot),
                                            from_cache, bound}};
@@ -452,6 +715,12 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
   const KeyOrderPrefix* along =
       key_cache_ != nullptr && CachedOrder(key, &prefix) ? &prefix : nullptr;
   const size_t nth = previous_attempts;
+  if (zone_ready_count_ != 0) {
+    if (std::optional<PickOutcome> in_order =
+            PickZoneNextChoice(key, along, nth)) {
+      return *std::move(in_order);
+    }
+  }
   switch (rule_) {
     case LoadRule::kNone: {
       NoLoads view(Filter());

@@ -132,6 +132,25 @@ struct PickOutcome {
 //      report showed); a rule that leaves no room anywhere yields to the
 //      bound alone. The slot is not held to the bound (the others' part is
 //      an estimate); P4's limit still is.
+//   P8. Zones (localZone, or the channel argument poise.local_zone): with a
+//      local zone Z that some listed backend is in (B5), the rules above
+//      apply first to Z's backends, along the key's one order (a subset's
+//      order is the global order with the others left out, K5): P2 queues
+//      on the key's pending owner over Z's backends; P3 takes the first
+//      READY backend of Z (weighted_rendezvous), or the first with room by
+//      the zone's bound ceil(f (L_Z + 1) w / (100 W_Z)), L_Z the scope's
+//      calls in flight on Z's backends, W_Z their READY weights (bounded:
+//      some backend of Z has room, so the zone's bound alone never sends a
+//      call out); under P7 a backend of Z must also have room by the
+//      fleet-wide bound, read without the herding rule. Only where Z has no
+//      READY backend, or none admitted (at the limit; under P7 over the
+//      fleet's bound), does the same walk go on to the backends outside Z
+//      by P3-P7 as without zones, and under P7, where they have no room
+//      either, back to Z by its own bound. A spill is a pick past the key's
+//      owner in Z. P6's k-th choice counts Z's backends with room first,
+//      then the others', wrapping around after them all. Without a local
+//      zone, or with no listed backend in it, every pick is the same as
+//      without P8.
 //
 // Every mode is one walk along the key's order (src/core/key_order.h) over a
 // load view (load_views.h) chosen when the picker is built.
@@ -173,8 +192,12 @@ class Picker final {
   // (the load scope's counts; under serverLoad the fleet's estimates); and
   // the identities of the backends that are not READY.
   struct Inputs {
-    std::vector<ExplainedBackend> ready;
+    std::vector<ExplainedBackend> ready;  // each with its zone
     std::vector<std::string> not_ready;
+    // P8: the client's zone (nullopt: none), and whether a listed backend
+    // is in it.
+    std::optional<std::string> local_zone;
+    bool zone_listed = false;
   };
   Inputs InputsNow() const;
   uint32_t factor_percent() const { return config_->balance_factor_percent; }
@@ -217,23 +240,72 @@ class Picker final {
   // P7's first attempt (nth 0) or retry.
   PickOutcome PickFleet(std::string_view key, const KeyOrderPrefix* prefix,
                         size_t nth) const;
+  // What one walk's bounds count and what follows it when it admits
+  // nobody: P8 walks the key's order in phases (inside the zone, then
+  // outside it), each with its own L and W.
+  struct WalkSpan {
+    uint64_t total;  // L of the bounds
+    // W of the bounds; nullopt: the READY weights.
+    std::optional<uint64_t> weight;
+    // The key's owner a spill is counted against.
+    enum class Owner : uint8_t {
+      kWalks,   // the walk's own: the first READY backend in the key's order
+      kInZone,  // the first backend of the local zone in the key's order
+      kPassed,  // passed over in an earlier phase: every first attempt spills
+    };
+    Owner owner = Owner::kWalks;
+    // Whether the pick ends with this walk (false: nullopt when it admits
+    // nobody, for the next phase).
+    bool last = true;
+    // On a walk that admits nobody: the first of the filter's backends
+    // below the limit takes the call past its bound (P4) before the next
+    // phase.
+    bool take_past_bound = true;
+  };
   // The walk of every mode and its slot (picker.cc).
   template <typename View>
   PickOutcome PickAlongOrder(std::string_view key, const KeyOrderPrefix* prefix,
                              View& view, uint64_t total, size_t nth,
-                             bool first_attempt) const;
+                             bool first_attempt) const {
+    return *WalkAlongOrder(
+        key, prefix, view,
+        WalkSpan{total, std::nullopt, WalkSpan::Owner::kWalks, true, true}, nth,
+        first_attempt);
+  }
+  template <typename View>
+  std::optional<PickOutcome> WalkAlongOrder(std::string_view key,
+                                            const KeyOrderPrefix* prefix,
+                                            View& view, const WalkSpan& span,
+                                            size_t nth,
+                                            bool first_attempt) const;
   // After every backend with room lost its slot: the first of `order` that
-  // `filter` admits and whose slot can be taken.
-  POISE_COLD PickOutcome TakeAnyAlong(internal::KeyOrder& order, size_t owner,
-                                      bool first_attempt,
-                                      const SlotFilter& filter) const;
+  // `filter` admits and whose slot can be taken; nullopt when none.
+  POISE_COLD std::optional<PickOutcome> TakeAnyAlong(
+      internal::KeyOrder& order, size_t owner, bool first_attempt,
+      const SlotFilter& filter) const;
   // A walk along `order` (walked to its end) that found nobody: under the
   // limit, TakeAnyAlong (RESOURCE_EXHAUSTED when every READY backend is at
-  // it); else P5.
-  POISE_COLD PickOutcome NoneAdmitted(PickError error,
-                                      internal::KeyOrder& order,
-                                      bool first_attempt,
-                                      const SlotFilter& filter) const;
+  // it); else P5. Before a next phase (`span.last` false): nullopt where
+  // the next phase may answer.
+  POISE_COLD std::optional<PickOutcome> NoneAdmitted(
+      PickError error, internal::KeyOrder& order, bool first_attempt,
+      const SlotFilter& filter, const WalkSpan& span) const;
+  // P8.
+  bool ZoneActive() const { return zone_ != kNoZone; }
+  // L_Z: the scope's calls in flight on the zone's backends.
+  uint64_t ZoneTotal() const;
+  // P8's first attempt (the zone has a READY backend).
+  PickOutcome PickInZone(std::string_view key,
+                         const KeyOrderPrefix* prefix) const;
+  // P8's P2: the key's owner over the zone's backends is pending.
+  POISE_COLD bool ZoneOwnerIsPending(std::string_view key) const;
+  // P8's P6.
+  POISE_COLD std::optional<PickOutcome> PickZoneNextChoice(
+      std::string_view key, const KeyOrderPrefix* prefix, size_t nth) const;
+  // The key's owner for a spill by `span` of a walk along `order` whose own
+  // owner is `walked_owner`.
+  size_t SpillOwner(const internal::KeyOrder& order, const WalkSpan& span,
+                    size_t walked_owner) const;
   SlotFilter Filter() const { return SlotFilter(counters_.data(), limit_); }
   // Backend i's load as a pick compares it: the scope's, or under serverLoad
   // E_i.
@@ -307,6 +379,14 @@ class Picker final {
   bool computes_orders_ = false;
   // serverLoad's reports and sum (P7); null without it.
   std::unique_ptr<const FleetLoads> fleet_;
+  // P8: the local zone's index in the list's zones (kNoZone: no local zone,
+  // or no listed backend in it), 1 per backend of it (by index), its
+  // backends, and W_Z and the number of its READY backends.
+  uint32_t zone_ = kNoZone;
+  std::vector<uint8_t> in_zone_;
+  std::vector<size_t> zone_members_;
+  uint64_t zone_ready_weight_ = 0;
+  size_t zone_ready_count_ = 0;
 };
 
 }  // namespace poise::router

@@ -208,6 +208,13 @@ constexpr Family kChannelFamilies[] = {
      "Calls refused by their backend at the bound they carried "
      "(serverLoad.admission); not in the attempts.",
      Kind::kCount, &grpc_lb::ChannelStats::admission_refusals},
+    {"grpc_lb_poise_channel_zone_kept_total", "counter",
+     "Calls routed to a backend of the channel's zone (localZone).",
+     Kind::kCount, &grpc_lb::ChannelStats::zone_kept},
+    {"grpc_lb_poise_channel_zone_out_total", "counter",
+     "Calls routed out of the channel's zone: it had no READY backend, or "
+     "none with room.",
+     Kind::kCount, &grpc_lb::ChannelStats::zone_out},
 };
 
 // One series of `family`: a backend's (every_code false: OK and the codes

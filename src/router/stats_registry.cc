@@ -126,6 +126,8 @@ grpc_lb::ChannelStats PolicyStats::Counters() const {
   out.missing_key = missing_key.load(std::memory_order_relaxed);
   out.failed_picks = failed_picks.load(std::memory_order_relaxed);
   out.retries = retries.load(std::memory_order_relaxed);
+  out.zone_kept = zone_kept.load(std::memory_order_relaxed);
+  out.zone_out = zone_out.load(std::memory_order_relaxed);
   out.server_load = server_load.load(std::memory_order_relaxed);
   out.load_reports = load_reports.load(std::memory_order_relaxed);
   out.refused_load_reports =
@@ -264,6 +266,8 @@ void AddChannelCounters(const grpc_lb::ChannelStats& from,
   into.missing_key += from.missing_key;
   into.failed_picks += from.failed_picks;
   into.retries += from.retries;
+  into.zone_kept += from.zone_kept;
+  into.zone_out += from.zone_out;
   into.load_reports += from.load_reports;
   into.refused_load_reports += from.refused_load_reports;
   into.picks_without_some_report += from.picks_without_some_report;

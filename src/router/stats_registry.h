@@ -56,6 +56,10 @@ class PolicyStats final {
   std::atomic<uint64_t> missing_key{0};
   std::atomic<uint64_t> failed_picks{0};
   std::atomic<uint64_t> retries{0};  // completed picks of retries (P6)
+  // P8: completed picks to a backend of the local zone, and to one outside
+  // it (counted only while the zone has a listed backend).
+  std::atomic<uint64_t> zone_kept{0};
+  std::atomic<uint64_t> zone_out{0};
   // serverLoad (fleet_load.h).
   std::atomic<bool> server_load{false};
   std::atomic<uint64_t> load_reports{0};

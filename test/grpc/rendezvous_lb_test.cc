@@ -54,7 +54,8 @@ TEST(RendezvousConfig, ExactMessages) {
       "errors validating weighted_rendezvous LB policy config: "
       "[field:balanceFactorPercent error:unknown field (known: hashHeader, "
       "endpoints, defaultWeight, missingKey, maxInFlightPerBackend, "
-      "retryRouting, slowStart, loadScope, keyCache; "
+      "retryRouting, slowStart, loadScope, keyCache, localZone, "
+      "zoneByIdentitySuffix; "
       "balanceFactorPercent and serverLoad belong to "
       "bounded_load_rendezvous)]");
 }
@@ -95,6 +96,14 @@ TEST(RendezvousConfig, EachRuleNamesItsField) {
       {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80","identity":"a"},{"address":"10.0.0.2:80","identity":"a"}]})",
        "field:endpoints[1].identity error:identity \"a\" is also used by "
        "endpoints[0]"},
+      {R"({"hashHeader":"k","endpoints":[{"address":"10.0.0.1:80"},{"address":"10.0.0.2:80","zone":""}]})",
+       "field:endpoints[1].zone error:must be 1 to 64 printable ASCII"},
+      {R"({"hashHeader":"k","zoneByIdentitySuffix":[{"suffix":"","zone":"a"}]})",
+       "field:zoneByIdentitySuffix[0].suffix error:must not be empty"},
+      {R"({"hashHeader":"k","zoneByIdentitySuffix":[{"suffix":".a:1"}]})",
+       "field:zoneByIdentitySuffix[0].zone error:field not present"},
+      {R"({"hashHeader":"k","localZone":"zone\u0007"})",
+       "field:localZone error:must be 1 to 64 printable ASCII"},
   };
   for (const auto& [body, expected] : cases) {
     const absl::Status status = ParseConfig(
@@ -917,6 +926,60 @@ TEST_F(RendezvousLbTest, IdentityAddressArgDrivesTheHash) {
   Drain();
   ASSERT_EQ(state_, GRPC_CHANNEL_READY);
   ExpectBackendsHashedAs({"a", "web-1:8443", identities_[2], "web-3:8443"});
+}
+
+// Zones: the resolver's kZoneAddressArg gives each address its zone, the
+// channel's kLocalZoneArg the client's, before the config's localZone; a
+// value that is not a zone is refused and the config's zone routes.
+TEST_F(RendezvousLbTest, ZoneArgsKeepEveryKeyOnItsZonesOwner) {
+  const std::vector<std::string> zones = {"a", "b", "a", "b"};
+  ASSERT_EQ(zones.size(), static_cast<size_t>(kBackends));
+  MakePolicy("weighted_rendezvous");
+  const auto update_with = [&](const char* local_zone_arg) {
+    LoadBalancingPolicy::UpdateArgs update;
+    update.addresses.emplace();
+    for (size_t i = 0; i < uris_.size(); ++i) {
+      update.addresses->emplace_back(
+          MakeAddress(uris_[i]), ChannelArgs().Set(kZoneAddressArg, zones[i]));
+    }
+    if (local_zone_arg != nullptr) {
+      update.args = update.args.Set(kLocalZoneArg, local_zone_arg);
+    }
+    subchannel_args_ = update.args;
+    update.config = MakeConfig(
+        *Json::Parse(Config("weighted_rendezvous", R"("localZone":"a")")));
+    return ApplyUpdate(std::move(update), policy_.get());
+  };
+  ASSERT_TRUE(update_with("b").ok());
+  for (int i = 0; i < kBackends; ++i) SetState(i, GRPC_CHANNEL_READY);
+  Drain();
+  ASSERT_EQ(state_, GRPC_CHANNEL_READY);
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    ASSERT_EQ(PickBackend(key), Order(key, {1, 3}).front()) << key;
+  }
+  EXPECT_EQ(Stats().zone_kept, 200u);
+  EXPECT_EQ(Stats().zone_out, 0u);
+  // ExplainKey shows the zone's order and owner.
+  const absl::StatusOr<std::string> explained = ExplainKey(label_, "user-7");
+  ASSERT_TRUE(explained.ok()) << explained.status();
+  EXPECT_NE(explained->find(absl::StrCat(
+                R"("local_zone":"b","zone_order":[)", R"({"identity":")",
+                identities_[static_cast<size_t>(Order("user-7", {1, 3})[0])])),
+            std::string::npos)
+      << *explained;
+  EXPECT_NE(explained->find(R"("left_zone":null)"), std::string::npos)
+      << *explained;
+  // Not a zone: the config's localZone "a" (new args, new subchannels).
+  ASSERT_TRUE(update_with("").ok());
+  for (int i = 0; i < kBackends; ++i) SetState(i, GRPC_CHANNEL_READY);
+  Drain();
+  ASSERT_EQ(state_, GRPC_CHANNEL_READY);
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = absl::StrCat("user-", k);
+    ASSERT_EQ(PickBackend(key), Order(key, {0, 2}).front()) << key;
+  }
+  EXPECT_EQ(Stats().zone_kept, 400u);
 }
 
 // A resolver's identity attribute names the backend unless the config's

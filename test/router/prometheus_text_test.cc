@@ -160,11 +160,15 @@ TEST(PrometheusText, AddsChannelsOfOneLabelAndKeepsRetiredTotals) {
   snapshot.live[0].backends[0].admission_refusals = 2;
   snapshot.live[1].backends[0].admission_refusals = 1;
   snapshot.live[0].admission_refusals = 2;
+  snapshot.live[0].zone_kept = 5;
+  snapshot.live[1].zone_kept = 2;
+  snapshot.live[1].zone_out = 3;
   grpc_lb::ChannelStats retired;
   retired.label = "shared";
   retired.picks = 10;
   retired.spills = 1;
   retired.admission_refusals = 4;
+  retired.zone_out = 1;
   retired.calls.by_status[4] = 7;  // DEADLINE_EXCEEDED
   retired.calls.duration_buckets[5] = 7;
   retired.calls.duration_sum_ns = uint64_t{7} * 20'000'000;
@@ -222,6 +226,8 @@ TEST(PrometheusText, AddsChannelsOfOneLabelAndKeepsRetiredTotals) {
   EXPECT_EQ(e.Value("grpc_lb_poise_channel_spills_total", shared), 1.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_channel_admission_refusals_total", shared),
             6.0);
+  EXPECT_EQ(e.Value("grpc_lb_poise_channel_zone_kept_total", shared), 7.0);
+  EXPECT_EQ(e.Value("grpc_lb_poise_channel_zone_out_total", shared), 4.0);
   EXPECT_EQ(e.Value("grpc_lb_poise_channel_attempts_total",
                     With(shared, "grpc_status", "DEADLINE_EXCEEDED")),
             7.0);
@@ -297,7 +303,7 @@ TEST(PrometheusText, NothingToShowIsStillValid) {
   const std::string text = PrometheusText(MetricsSnapshot{});
   const PromParse parsed = ParsePrometheusText(text);
   ASSERT_TRUE(parsed.ok()) << parsed.error;
-  EXPECT_EQ(parsed.exposition.families.size(), 12u);
+  EXPECT_EQ(parsed.exposition.families.size(), 14u);
 }
 
 }  // namespace

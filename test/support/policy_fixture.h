@@ -103,7 +103,7 @@ class PolicyFixture : public grpc_core::testing::LoadBalancingPolicyTest {
                 const absl::Status& status = absl::OkStatus()) {
     ExecCtx exec_ctx;
     auto it = subchannel_pool_.find(SubchannelKey(
-        MakeAddress(uris_[static_cast<size_t>(backend)]), ChannelArgs()));
+        MakeAddress(uris_[static_cast<size_t>(backend)]), subchannel_args_));
     ASSERT_NE(it, subchannel_pool_.end())
         << uris_[static_cast<size_t>(backend)];
     it->second.SetConnectivityState(state, status);
@@ -170,6 +170,9 @@ class PolicyFixture : public grpc_core::testing::LoadBalancingPolicyTest {
   std::unique_ptr<SubchannelPicker> picker_;
   int reresolutions_ = 0;
   int policies_made_ = 0;
+  // The channel args of the last update, which the policy's subchannels
+  // carry (SetState finds them by them).
+  ChannelArgs subchannel_args_;
 };
 
 }  // namespace poise::test_support

@@ -280,6 +280,43 @@ TEST(PoiseSim, CsvHasTwoSectionsWithTheRightColumnsAndValues) {
   EXPECT_EQ(i, lines.size() - 1);  // only the final newline remains
 }
 
+// poise-sim --zones (issue 38): an outage moves only the failed zone's
+// clients' keys, each to its global next READY choice, and every one comes
+// back; balanced zones without serverLoad send nothing out of zone (the
+// zone's bound alone never does).
+TEST(PoiseSim, ZonesOutageMovesOnlyTheZonesClientsKeysAndBringsThemBack) {
+  const Output r = RunSim(
+      "--zones --zones a:3,b:2:2,c:3 --outage b --picks 20000 "
+      "--hot-share 0.25 --keys 2000");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("cross-zone share: 0.0000 % ( a 0.0000 %, b 0.0000 "
+                       "%, c 0.0000 %)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("clients of a: 0 keys moved, 0 of them to their "
+                       "global next READY choice, 0 came back; 2000 of 2000"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("clients of b: 2000 keys moved, 2000 of them to their "
+                       "global next READY choice, 2000 came back; 2000 of "
+                       "2000"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("clients of c: 0 keys moved"), std::string::npos)
+      << r.out;
+}
+
+TEST(PoiseSim, ZonesBadOptionsPrintTheirUsageAndExit2) {
+  for (const char* args :
+       {"--zones --zones a", "--zones --zones a:0", "--zones --callers x:1",
+        "--zones --outage", "--zones --bogus 1"}) {
+    const Output r = RunSim(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_NE(r.err.find("usage: poise-sim --zones"), std::string::npos)
+        << args << ": " << r.err;
+  }
+}
+
 TEST(PoiseSim, BadOptionsPrintUsageAndExit2) {
   for (const char* args :
        {"--bogus", "--loads", "--loads 1,,2", "--loads x", "--loads 1200,",

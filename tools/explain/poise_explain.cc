@@ -1,6 +1,7 @@
 // poise-explain: where does a key go, and why.
 //
-//   poise-explain --key KEY --backend ID[=WEIGHT[:LOAD]] ... [--factor PCT]
+//   poise-explain --key KEY --backend ID[=WEIGHT[:LOAD]][@ZONE] ...
+//                 [--factor PCT] [--zone ZONE]
 //   poise-explain --key KEY --from FILE [--factor PCT]
 //
 // Prints one JSON object with the bounded-load decision and every backend's
@@ -22,16 +23,21 @@
 
 #include "absl/status/statusor.h"
 #include "poise/rendezvous.h"
+#include "src/router/config.h"
 #include "src/router/explain.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: poise-explain --key KEY --backend ID[=WEIGHT[:LOAD]] "
-    "[--backend ...] [--factor PCT]\n"
+    "usage: poise-explain --key KEY --backend ID[=WEIGHT[:LOAD]][@ZONE] "
+    "[--backend ...] [--factor PCT] [--zone ZONE]\n"
     "  ID: the backend's identity (its address text unless configured)\n"
     "  WEIGHT: integer 1..4294967295 (default 1)   LOAD: in-flight count "
     "(default 0)\n"
+    "  ZONE: the backend's zone (after the last @); --zone ZONE: the "
+    "client's,\n"
+    "  which adds the key's order in that zone and why it leaves it\n"
+    "  (local_zone, zone_order, zone_owner, zone_selection, left_zone)\n"
     "  PCT: balance factor percent, >= 100 (default 150)\n"
     "       poise-explain --key KEY --from FILE [--factor PCT]\n"
     "  FILE: a saved explanation (poise::grpc_lb::ExplainKey's answer for a\n"
@@ -63,6 +69,7 @@ int Run(int argc, char** argv) {
   std::vector<poise::router::ExplainedBackend> backends;
   std::optional<std::string> from;
   bool have_factor = false;
+  std::optional<std::string> local_zone;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
     if (flag == "--help" || flag == "-h") {
@@ -70,16 +77,22 @@ int Run(int argc, char** argv) {
       return 0;
     }
     if (flag != "--key" && flag != "--backend" && flag != "--factor" &&
-        flag != "--from") {
+        flag != "--from" && flag != "--zone") {
       return Usage("unknown argument '" + std::string(flag) + "'");
     }
     if (i + 1 >= argc) return Usage(std::string(flag) + " needs a value");
-    const std::string_view value = argv[++i];
+    std::string_view value = argv[++i];
     if (flag == "--key") {
       key = std::string(value);
       have_key = true;
     } else if (flag == "--from") {
       from = std::string(value);
+    } else if (flag == "--zone") {
+      if (!poise::router::IsValidZone(value)) {
+        return Usage("--zone " + std::string(poise::router::kZoneRule) +
+                     ", not '" + std::string(value) + "'");
+      }
+      local_zone = std::string(value);
     } else if (flag == "--factor") {
       uint64_t parsed;
       if (!ParseUnsigned(value, std::numeric_limits<uint32_t>::max(),
@@ -92,11 +105,21 @@ int Run(int argc, char** argv) {
       factor = static_cast<uint32_t>(parsed);
       have_factor = true;
     } else {
+      // The zone: after the last '@'.
+      std::string zone;
+      if (const size_t at = value.rfind('@'); at != std::string_view::npos) {
+        zone = std::string(value.substr(at + 1));
+        if (!poise::router::IsValidZone(zone)) {
+          return Usage("backend zone " + std::string(poise::router::kZoneRule) +
+                       " in '" + std::string(value) + "'");
+        }
+        value = value.substr(0, at);
+      }
       // ID alone: weight 1, load 0.
       const size_t eq = value.rfind('=');
       if (eq == std::string_view::npos) {
         if (value.empty()) return Usage("--backend needs an identity");
-        backends.push_back({std::string(value), 1, 0});
+        backends.push_back({std::string(value), 1, 0, zone});
         continue;
       }
       if (eq == 0) {
@@ -124,7 +147,7 @@ int Run(int argc, char** argv) {
                      std::string(value) + "'");
       }
       backends.push_back({std::string(value.substr(0, eq)),
-                          static_cast<uint32_t>(weight), load});
+                          static_cast<uint32_t>(weight), load, zone});
     }
   }
   if (!have_key) return Usage("--key is required");
@@ -148,8 +171,17 @@ int Run(int argc, char** argv) {
   }
   if (backends.empty()) return Usage("at least one --backend is required");
 
-  const absl::StatusOr<std::string> json =
-      poise::router::ExplainJson(key, factor, backends);
+  bool zone_listed = false;
+  for (const poise::router::ExplainedBackend& b : backends) {
+    zone_listed |= local_zone.has_value() && b.zone == *local_zone;
+  }
+  const absl::StatusOr<std::string> json = poise::router::ExplainJson(
+      key, factor, backends, /*bounded=*/true,
+      local_zone.has_value()
+          ? poise::router::ExplainZoneMembers(key, factor, backends,
+                                              *local_zone, zone_listed,
+                                              /*bounded=*/true)
+          : std::string());
   if (!json.ok()) {
     std::fprintf(stderr, "poise-explain: %s\n",
                  std::string(json.status().message()).c_str());

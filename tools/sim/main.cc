@@ -18,6 +18,7 @@
 #include "rules.h"
 #include "scale_out.h"
 #include "subjects.h"
+#include "zones.h"
 
 namespace poise_sim {
 namespace {
@@ -42,6 +43,8 @@ constexpr char kUsage[] =
     "                 poise-sim --scale-out --help)\n"
     "  --fleet        bounds over a fleet of clients instead (first option;\n"
     "                 poise-sim --fleet --help)\n"
+    "  --zones        clients and backends in zones instead (first option;\n"
+    "                 poise-sim --zones --help)\n"
     "\n"
     "Terms (a load-balancing lesson's vocabulary, kept so its figures\n"
     "compare):\n"
@@ -205,6 +208,10 @@ int main(int argc, char** argv) {
   // Slow start's scale-out scenario: its own options (scale_out.h).
   if (argc > 1 && std::string_view(argv[1]) == "--scale-out") {
     return poise_sim::RunScaleOut(argc - 1, argv + 1);
+  }
+  // Clients and backends in zones: its own options (zones.h).
+  if (argc > 1 && std::string_view(argv[1]) == "--zones") {
+    return poise_sim::RunZones(argc - 1, argv + 1);
   }
   // Bounds over a fleet of clients: its own options (fleet.h).
   if (argc > 1 && std::string_view(argv[1]) == "--fleet") {
