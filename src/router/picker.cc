@@ -289,16 +289,22 @@ PickOutcome Picker::PickOwner(std::string_view key,
                         scope_total_->Load(), 0, true);
 }
 
+uint64_t Picker::FleetTotal(int64_t now_ns, uint64_t own_total,
+                            bool first_attempt) const {
+  bool without_report = false;
+  const uint64_t total = fleet_->Total(now_ns, own_total, &without_report);
+  if (without_report && first_attempt) {
+    stats_->picks_without_some_report.fetch_add(1, std::memory_order_relaxed);
+  }
+  return total;
+}
+
 PickOutcome Picker::PickFleet(std::string_view key,
                               const KeyOrderPrefix* prefix, size_t nth) const {
   const int64_t now_ns = FleetNowNs();
   const uint64_t own_total = scope_total_->Load();
-  bool without_report = false;
-  const uint64_t total = fleet_->Total(now_ns, own_total, &without_report);
   const bool first_attempt = nth == 0;
-  if (without_report && first_attempt) {
-    stats_->picks_without_some_report.fetch_add(1, std::memory_order_relaxed);
-  }
+  const uint64_t total = FleetTotal(now_ns, own_total, first_attempt);
   // A first attempt by the herding rule; a retry by the bound alone.
   FleetLoads::View view(*fleet_, now_ns, total, own_total, first_attempt,
                         Filter());
@@ -359,12 +365,7 @@ PickOutcome Picker::PickInZone(std::string_view key,
     case LoadRule::kFleet: {
       const int64_t now_ns = FleetNowNs();
       const uint64_t own_total = scope_total_->Load();
-      bool without_report = false;
-      const uint64_t total = fleet_->Total(now_ns, own_total, &without_report);
-      if (without_report) {
-        stats_->picks_without_some_report.fetch_add(1,
-                                                    std::memory_order_relaxed);
-      }
+      const uint64_t total = FleetTotal(now_ns, own_total, true);
       // Inside: the zone's bound and the fleet's; not past them (the
       // excess goes out first).
       ZoneLoads in(counters_.data(), *fleet_, now_ns, total, Filter());
@@ -472,8 +473,7 @@ std::optional<PickOutcome> Picker::PickZoneNextChoice(
     case LoadRule::kFleet: {
       const int64_t now_ns = FleetNowNs();
       const uint64_t own_total = scope_total_->Load();
-      bool without_report = false;
-      const uint64_t total = fleet_->Total(now_ns, own_total, &without_report);
+      const uint64_t total = FleetTotal(now_ns, own_total, false);
       ZoneLoads in(counters_.data(), *fleet_, now_ns, total, Filter());
       in.filter().Within(in_zone, true);
       // A retry: the bound alone (P7).

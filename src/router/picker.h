@@ -237,6 +237,10 @@ class Picker final {
   // weighted_rendezvous's first attempt: the owner, without reading a load.
   PickOutcome PickOwner(std::string_view key,
                         const KeyOrderPrefix* prefix) const;
+  // P7's L at `now_ns` (FleetLoads::Total), a first attempt counted in
+  // picks_without_some_report when some READY backend had no fresh report.
+  uint64_t FleetTotal(int64_t now_ns, uint64_t own_total,
+                      bool first_attempt) const;
   // P7's first attempt (nth 0) or retry.
   PickOutcome PickFleet(std::string_view key, const KeyOrderPrefix* prefix,
                         size_t nth) const;
