@@ -4,6 +4,11 @@
 
 namespace poise::router {
 
+std::mt19937_64& ThreadRandom() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng;
+}
+
 FleetLoads::FleetLoads(const BackendList& list, std::vector<bool> ready,
                        std::vector<uint32_t> weights, uint64_t ready_weight,
                        uint32_t factor_percent, int64_t max_report_age_ns,
@@ -77,10 +82,9 @@ uint64_t FleetLoads::View::Load(size_t i) {
                                : Bound(fleet_.factor_percent_, total_,
                                        fleet_.weights_[i], fleet_.ready_weight_)
                                      .Capacity();
-  thread_local std::mt19937_64 rng{std::random_device{}()};
   return HerdingLoad(fleet_.ReportOf(i, now_ns_), cell.in_flight->Load(),
                      capacity, share_, asks,
-                     static_cast<double>(rng() >> 11) * 0x1p-53);
+                     static_cast<double>(ThreadRandom()() >> 11) * 0x1p-53);
 }
 
 }  // namespace poise::router

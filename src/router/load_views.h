@@ -23,6 +23,10 @@
 
 namespace poise::router {
 
+// This thread's generator for the router's random choices (a keyless call's
+// key, the herding rule's draw), seeded once per thread.
+std::mt19937_64& ThreadRandom();
+
 // The hard limit (maxInFlightPerBackend, P4) and the slots a pick lost to
 // other picks, as a filter every view applies: a backend at the limit, or
 // one whose slot this pick lost at its bound, is passed over as full. A

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <random>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -675,9 +674,8 @@ PickOutcome Picker::PickWithoutKey() const {
         absl::StrCat("poise: the call has no \"", config_->hash_header,
                      "\" header and missingKey is FAIL")));
   }
-  thread_local std::mt19937_64 rng{std::random_device{}()};
   const std::string random_key =
-      absl::StrCat(absl::Hex(rng(), absl::kZeroPad16));
+      absl::StrCat(absl::Hex(ThreadRandom()(), absl::kZeroPad16));
   return PickFirst(random_key, nullptr);  // P1: no home to wait for
 }
 
