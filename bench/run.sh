@@ -66,7 +66,8 @@ def goal(figure, n, value, fmt, limit, text):
 def paired(n, key):
     return c(f"BM_PairedPicks/{n}", key)
 def engine(n, key):
-    return c(f"BM_PairedEngine/{n}", key)
+    name = "BM_PairedApi" if key.startswith("api_") else "BM_PairedPicker"
+    return c(f"{name}/{n}", key)
 for n in (10, 100, 1000):
     goal("picker: bounded, half at their bound / weighted", n,
          engine(n, "half_over_unbounded"), "{:.2f}x", 1.5, "<= 1.5x")
