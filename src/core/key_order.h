@@ -215,9 +215,8 @@ class RoomWalk final {
   bool every_load_read_ = false;
 };
 
-// The stale total's answer: every eligible load read into
-// ScratchAccess::Loads(scratch)
-// (`order` walked to its end), the bounds from their sum, the
+// The stale total's answer: every eligible load read into the scratch's
+// loads (`order` walked to its end), the bounds from their sum, the
 // (nth mod m + 1)-th of the m with room that `admits` allows. Errors as
 // the contract's K8 on those loads; kNoEligibleCandidates when none is
 // admitted.
