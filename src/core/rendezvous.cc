@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "candidate_hash.h"
+#include "key_order.h"
 #include "room_search.h"
 #include "scratch_access.h"
 
@@ -351,15 +352,9 @@ Result<Decision> BoundedLoadRendezvous::DecideNthOnLoads(
   // Unreachable (an eligible candidate has a weight), but the capacity
   // divides by it.
   if (total_weight == 0) return PickError::kNoEligibleCandidates;
-  // One Bound per run of equal weights (one weight: one Bound).
-  uint32_t bound_weight = 0;  // an eligible candidate weighs at least 1
-  Bound bound;
+  internal::WalkBounds bounds(factor_percent_, total_load, total_weight);
   const auto has_room = [&](size_t i) {
-    if (candidates[i].weight != bound_weight) {
-      bound_weight = candidates[i].weight;
-      bound = BoundFor(total_load, bound_weight, total_weight);
-    }
-    return bound.HasRoom(loads[i]);
+    return bounds.For(candidates[i].weight).HasRoom(loads[i]);
   };
   // Only n mod with_room is needed: counting stops past n.
   size_t with_room = 0;

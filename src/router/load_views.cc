@@ -77,13 +77,8 @@ uint64_t FleetLoads::View::Load(size_t i) {
   // owners' room.
   BackendCell& cell = *fleet_.list_->backends[i].cell;
   const double asks = cell.fleet().asks.Ask(now_ns_, fleet_.max_report_age_ns_);
-  const UInt128 capacity = fleet_.ready_weight_ == 0
-                               ? 0
-                               : Bound(fleet_.factor_percent_, total_,
-                                       fleet_.weights_[i], fleet_.ready_weight_)
-                                     .Capacity();
   return HerdingLoad(fleet_.ReportOf(i, now_ns_), cell.in_flight->Load(),
-                     capacity, share_, asks,
+                     fleet_.CapacityOf(i, total_), share_, asks,
                      static_cast<double>(ThreadRandom()() >> 11) * 0x1p-53);
 }
 

@@ -122,13 +122,11 @@ class FleetLoads final {
   uint64_t Total(int64_t now_ns, uint64_t own_total,
                  bool* without_report) const;
 
-  // Backend i's capacity under the fleet-wide bound of `total` calls
-  // (saturated; 0 when W does not fit).
-  uint64_t CapacityOf(size_t i, uint64_t total) const {
+  // Backend i's capacity under the fleet-wide bound of `total` calls (0
+  // when W does not fit).
+  UInt128 CapacityOf(size_t i, uint64_t total) const {
     if (ready_weight_ == 0) return 0;
-    const UInt128 c =
-        Bound(factor_percent_, total, weights_[i], ready_weight_).Capacity();
-    return c > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(c);
+    return Bound(factor_percent_, total, weights_[i], ready_weight_).Capacity();
   }
 
   // A first attempt's view (the herding rule, fleet_load.h: each visit is
@@ -196,14 +194,15 @@ class ZoneLoads final {
   uint64_t Load(size_t i) const { return counters_[i]->Load(); }
   bool Admits(size_t i) const {
     return filter_.Admits(i) &&
-           fleet_.EstimateOf(i, now_ns_) < fleet_.CapacityOf(i, fleet_total_);
+           fleet_.EstimateOf(i, now_ns_) < FleetCapacityOf(i);
   }
   SlotFilter& filter() { return filter_; }
   static bool DropRule() { return false; }
   // The bound a call to i carries (serverLoad.admission): the fleet-wide
   // one, the bound the backend can see.
   uint64_t FleetCapacityOf(size_t i) const {
-    return fleet_.CapacityOf(i, fleet_total_);
+    const UInt128 c = fleet_.CapacityOf(i, fleet_total_);
+    return c > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(c);
   }
 
  private:

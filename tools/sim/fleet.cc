@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "number_args.h"
 #include "poise/bound.h"
 #include "poise/identity_table.h"
 #include "poise/rendezvous.h"
@@ -99,22 +100,6 @@ struct FleetOptions {
   bool admission = false;
   bool check = false;
 };
-
-bool ParseUint(const char* text, uint64_t min, uint64_t max, uint64_t* out) {
-  char* end = nullptr;
-  const uint64_t v = std::strtoull(text, &end, 10);
-  if (end == text || *end != '\0' || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
-bool ParseDouble(const char* text, double min, double max, double* out) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(v >= min && v <= max)) return false;
-  *out = v;
-  return true;
-}
 
 bool ParseWeights(std::string_view text, std::vector<uint32_t>* out) {
   out->clear();

@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "number_args.h"
 #include "poise/bound.h"
 #include "poise/rendezvous.h"
 #include "src/router/backend_set.h"
@@ -89,25 +90,6 @@ struct ZonesOptions {
   std::string outage;
   uint64_t seed = 1;
 };
-
-bool ParseUint(std::string_view text, uint64_t min, uint64_t max,
-               uint64_t* out) {
-  const std::string s(text);
-  char* end = nullptr;
-  const uint64_t v = std::strtoull(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
-bool ParseDouble(std::string_view text, double min, double max, double* out) {
-  const std::string s(text);
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !(v >= min && v <= max)) return false;
-  *out = v;
-  return true;
-}
 
 // "a:3,b:3:2": zones with backend counts and weights.
 bool ParseZones(std::string_view text, std::vector<ZoneSpec>* out) {
