@@ -408,7 +408,6 @@ absl::Status RendezvousLb::UpdateLocked(UpdateArgs args) {
   // Subchannels carry the channel args; new args need new subchannels.
   const bool args_changed = !(args.args == args_);
   args_ = args.args;
-
   const router::BackendSet::UpdateReport report =
       UpdateBackendsLocked(EntriesOf(args.addresses), args_changed);
   stats_->SetBackends(set_.list());
