@@ -83,24 +83,47 @@ uint64_t OthersPartOfL(std::vector<LoadPart>& parts, uint64_t own_total,
   return sum;
 }
 
+namespace {
+
+// A count decayed from `at_ns` to `now_ns` over `horizon`.
+double Decayed(double count, int64_t at_ns, int64_t now_ns, double horizon) {
+  return now_ns > at_ns
+             ? count * std::exp(-static_cast<double>(now_ns - at_ns) / horizon)
+             : count;
+}
+
+// Over the horizon, or the time since the first ask while shorter (then the
+// count has not decayed much): not low for a client that just began.
+double PerNs(double count, int64_t first_ns, int64_t now_ns, double horizon) {
+  return count /
+         std::min(horizon,
+                  std::max(1.0, static_cast<double>(now_ns - first_ns)));
+}
+
+}  // namespace
+
 double AskRate::Ask(int64_t now_ns, int64_t horizon_ns) {
   int64_t first = first_ns_.load(std::memory_order_relaxed);
   if (first == std::numeric_limits<int64_t>::min()) {
     first = now_ns;
     first_ns_.store(now_ns, std::memory_order_relaxed);
   }
-  const int64_t at = at_ns_.load(std::memory_order_relaxed);
   const auto horizon = static_cast<double>(horizon_ns);
-  const double decay =
-      now_ns > at ? std::exp(-static_cast<double>(now_ns - at) / horizon) : 1.0;
-  const double before = count_.load(std::memory_order_relaxed) * decay;
+  const double before =
+      Decayed(count_.load(std::memory_order_relaxed),
+              at_ns_.load(std::memory_order_relaxed), now_ns, horizon);
   count_.store(before + 1.0, std::memory_order_relaxed);
   at_ns_.store(now_ns, std::memory_order_relaxed);
-  // Over the horizon, or the time since the first ask while shorter (then
-  // the count has not decayed much): not low for a client that just began.
-  const double span =
-      std::min(horizon, std::max(1.0, static_cast<double>(now_ns - first)));
-  return before / span;
+  return PerNs(before, first, now_ns, horizon);
+}
+
+double AskRate::Rate(int64_t now_ns, int64_t horizon_ns) const {
+  const int64_t first = first_ns_.load(std::memory_order_relaxed);
+  if (first == std::numeric_limits<int64_t>::min()) return 0.0;
+  const auto horizon = static_cast<double>(horizon_ns);
+  return PerNs(Decayed(count_.load(std::memory_order_relaxed),
+                       at_ns_.load(std::memory_order_relaxed), now_ns, horizon),
+               first, now_ns, horizon);
 }
 
 int64_t FleetNowNs() {

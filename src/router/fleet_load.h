@@ -122,6 +122,8 @@ class AskRate final {
  public:
   // Records an ask at `now_ns` and returns the rate before it, per ns.
   double Ask(int64_t now_ns, int64_t horizon_ns);
+  // The rate at `now_ns`, per ns, without recording an ask.
+  double Rate(int64_t now_ns, int64_t horizon_ns) const;
 
  private:
   std::atomic<double> count_{0.0};

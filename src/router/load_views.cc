@@ -61,22 +61,25 @@ uint64_t FleetLoads::Total(int64_t now_ns, uint64_t own_total,
 }
 
 FleetLoads::View::View(const FleetLoads& fleet, int64_t now_ns, uint64_t total,
-                       uint64_t own_total, bool herding, SlotFilter filter)
+                       uint64_t own_total, bool visits_ask, SlotFilter filter)
     : fleet_(fleet),
       now_ns_(now_ns),
       total_(total),
       share_(static_cast<double>(own_total + 1) /
              static_cast<double>(total + 1)),
-      herding_(herding),
+      visits_ask_(visits_ask),
       filter_(std::move(filter)) {}
 
 uint64_t FleetLoads::View::Load(size_t i) {
   if (!herding_) return fleet_.EstimateOf(i, now_ns_);
-  // Each read is an ask: the walk reads only the backends it visits, or
-  // the rule would see this client ask for every backend and refuse the
-  // owners' room.
+  // A first attempt's read is an ask: the walk reads only the backends it
+  // visits, or the rule would see this client ask for every backend and
+  // refuse the owners' room.
   BackendCell& cell = *fleet_.list_->backends[i].cell;
-  const double asks = cell.fleet().asks.Ask(now_ns_, fleet_.max_report_age_ns_);
+  AskRate& rate = cell.fleet().asks;
+  const double asks = visits_ask_
+                          ? rate.Ask(now_ns_, fleet_.max_report_age_ns_)
+                          : rate.Rate(now_ns_, fleet_.max_report_age_ns_);
   return HerdingLoad(fleet_.ReportOf(i, now_ns_), cell.in_flight->Load(),
                      fleet_.CapacityOf(i, total_), share_, asks,
                      static_cast<double>(ThreadRandom()() >> 11) * 0x1p-53);

@@ -129,13 +129,16 @@ class FleetLoads final {
     return Bound(factor_percent_, total, weights_[i], ready_weight_).Capacity();
   }
 
-  // A first attempt's view (the herding rule, fleet_load.h: each visit is
-  // an ask) or, after the rule left no room anywhere or for a retry, the
-  // bound alone over the estimates.
+  // A pick's view, first attempt or retry: the herding rule (fleet_load.h),
+  // or, after the rule left no room anywhere, the bound alone over the
+  // estimates. A first attempt's visits are asks (`visits_ask`); a retry's
+  // are not: retries are few, and their longer walks counted as asks would
+  // inflate this client's demand for every backend they pass, so that the
+  // rule refused the owners' room to first attempts.
   class View final {
    public:
     View(const FleetLoads& fleet, int64_t now_ns, uint64_t total,
-         uint64_t own_total, bool herding, SlotFilter filter);
+         uint64_t own_total, bool visits_ask, SlotFilter filter);
     uint64_t Load(size_t i);
     bool Admits(size_t i) const { return filter_.Admits(i); }
     SlotFilter& filter() { return filter_; }
@@ -151,7 +154,8 @@ class FleetLoads final {
     int64_t now_ns_;
     uint64_t total_;
     double share_;  // this client's part of the fleet's calls, its own one in
-    bool herding_;
+    bool visits_ask_;
+    bool herding_ = true;
     SlotFilter filter_;
   };
 

@@ -304,7 +304,9 @@ PickOutcome Picker::PickFleet(std::string_view key,
   const uint64_t own_total = scope_total_->Load();
   const bool first_attempt = nth == 0;
   const uint64_t total = FleetTotal(now_ns, own_total, first_attempt);
-  // A first attempt by the herding rule; a retry by the bound alone.
+  // A retry by the herding rule too: under admission at the backends a
+  // refused call's retry is one of many, all drawn to the room the same
+  // reports show.
   FleetLoads::View view(*fleet_, now_ns, total, own_total, first_attempt,
                         Filter());
   return PickAlongOrder(key, prefix, view, total, nth, first_attempt);
@@ -475,7 +477,7 @@ std::optional<PickOutcome> Picker::PickZoneNextChoice(
       const uint64_t total = FleetTotal(now_ns, own_total, false);
       ZoneLoads in(counters_.data(), *fleet_, now_ns, total, Filter());
       in.filter().Within(in_zone, true);
-      // A retry: the bound alone (P7).
+      // Outside: the herding rule, as a retry without zones (P7).
       FleetLoads::View out(*fleet_, now_ns, total, own_total, false, Filter());
       out.filter().Within(in_zone, false);
       found = collect(in, zone_total, zone_ready_weight_) ||

@@ -126,11 +126,12 @@ struct PickOutcome {
 //      fleet's loads (src/router/fleet_load.h) instead of the scope's: a
 //      READY backend's load is the others' calls as it last reported them
 //      plus the scope's own now (only the scope's own without a fresh
-//      report), and L is the sum of those loads. A first attempt takes a
-//      backend whose room only a report shows by the herding rule
-//      (fleet_load.h: at random, so the fleet takes about the room the
-//      report showed); a rule that leaves no room anywhere yields to the
-//      bound alone. The slot is not held to the bound (the others' part is
+//      report), and L is the sum of those loads. A pick, first attempt or
+//      retry, takes a backend whose room only a report shows by the herding
+//      rule (fleet_load.h: at random, so the fleet takes about the room the
+//      report showed; a retry after a refusal is one of many drawn to the
+//      same room); a rule that leaves no room anywhere yields to the bound
+//      alone. The slot is not held to the bound (the others' part is
 //      an estimate); P4's limit still is.
 //   P8. Zones (localZone, or the channel argument poise.local_zone): with a
 //      local zone Z that some listed backend is in (B5), the rules above

@@ -349,6 +349,18 @@ TEST(AskRate, CountsAsksOverTheHorizon) {
   EXPECT_LT(rate.Ask(8000 * kMs, 1000 * kMs) * kMs, 0.01);
 }
 
+TEST(AskRate, ReadsTheRateWithoutAsking) {
+  AskRate rate;
+  constexpr int64_t kMs = 1'000'000;
+  EXPECT_EQ(rate.Rate(1000 * kMs, 1000 * kMs), 0.0);  // never asked
+  for (int64_t t = 0; t <= 500; ++t) rate.Ask((1000 + t) * kMs, 1000 * kMs);
+  const double read = rate.Rate(1600 * kMs, 1000 * kMs);
+  EXPECT_GT(read, 0.0);
+  EXPECT_EQ(rate.Rate(1600 * kMs, 1000 * kMs), read);  // nothing recorded
+  EXPECT_EQ(rate.Ask(1600 * kMs, 1000 * kMs), read);   // the rate before it
+  EXPECT_GT(rate.Rate(1600 * kMs, 1000 * kMs), read);  // that ask recorded
+}
+
 TEST_F(FleetPickerTest, ManyPicksShareTheRoomOfOneStaleReport) {
   // The hot key's owner reports one call below its bound; its next choice
   // has not reported (it counts this client's calls only), the other 8
@@ -388,6 +400,49 @@ TEST_F(FleetPickerTest, ManyPicksShareTheRoomOfOneStaleReport) {
     taken += Completed(Pick(key)).backend == owner ? 1 : 0;
   }
   EXPECT_EQ(taken, 100);
+}
+
+// A retry takes room only a report shows by the herding rule too, reading
+// the asks without adding its own. The hot key's second choice reports one
+// call below its bound (17 of 18: the other 9 backends report 11, L = 116)
+// in a report 100 ms old, and this client asked for it every ms before: the
+// fleet it stands for (1 call in 117) asked ~11,600 times since. A retry's
+// second choice with room then passes it for the third almost always, where
+// the bound alone would take it every time; no retry counts as an ask.
+TEST_F(FleetPickerTest, ARetryTakesReportedRoomByTheHerdingRuleWithoutAsking) {
+  Build(10);
+  const std::string key = "hot";
+  std::vector<contract::LoadedCandidate> loaded;
+  for (const auto& b : set_.backends()) {
+    loaded.push_back(
+        contract::LoadedCandidate{std::string(b.identity), 1, 0, true});
+  }
+  const std::vector<contract::Ranked> order = contract::Order(key, loaded);
+  const size_t second = order[1].index;
+  const size_t third = order[2].index;
+  ASSERT_EQ(
+      contract::Capacity(Config::kDefaultBalanceFactorPercent, 116 + 1, 1, 10),
+      18u);
+  AskRate& second_asks = set_.backends()[second].cell->fleet().asks;
+  for (int ms = 0; ms < 1000; ++ms) {
+    fake_now_ns += 1'000'000;
+    second_asks.Ask(fake_now_ns, 1'000'000'000);
+  }
+  for (size_t i = 0; i < 10; ++i) Report(i, i == second ? 17 : 11);
+  fake_now_ns += 100'000'000;
+  const double second_rate = second_asks.Rate(fake_now_ns, 1'000'000'000);
+  int on_second = 0;
+  for (int retry = 0; retry < 100; ++retry) {
+    const size_t backend = Completed(Pick(key, 1)).backend;
+    EXPECT_TRUE(backend == second || backend == third) << backend;
+    on_second += backend == second ? 1 : 0;
+  }
+  EXPECT_LT(on_second, 5);
+  for (size_t r = 0; r < 10; ++r) {
+    const AskRate& asks = set_.backends()[order[r].index].cell->fleet().asks;
+    EXPECT_EQ(asks.Rate(fake_now_ns, 1'000'000'000), r == 1 ? second_rate : 0.0)
+        << "backend " << r << " of the key's order";
+  }
 }
 
 // A pick asks (fleet_load.h's AskRate) only for the backends it visits in

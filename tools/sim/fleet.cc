@@ -530,25 +530,32 @@ class Fleet final {
     return capacity > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(capacity);
   }
 
-  // A first attempt's backend; `bound` gets the bound the pick used.
-  size_t Decide(uint32_t client, const std::string& key, double now,
-                uint64_t* bound) {
-    Client& c = clients_[client];
-    const uint64_t total = EstimateTotal(c, now);
-    const auto plain = [this](size_t b) { return estimate_[b]; };
-    // FLEET: the herding rule (fleet_load.h), as the picker applies it: only
-    // the backends the decision visits are read, each read an ask.
+  // FLEET's and ADMIT's loads for client c's pick at `now` under `total`:
+  // the herding rule (fleet_load.h), as the picker applies it: only the
+  // backends the decision visits are read, each read of a first attempt an
+  // ask (`visits_ask`), a retry's not.
+  auto HerdingLoads(Client& c, uint64_t total, double now, bool visits_ask) {
     const double share =
         static_cast<double>(c.own_total + 1) / static_cast<double>(total + 1);
-    std::uniform_real_distribution<double> unit(0.0, 1.0);
-    const auto herding = [&](size_t b) -> uint64_t {
-      const double asks = c.asks[b].Ask(Ns(now), Ns(o_.max_age));
+    return [this, &c, total, now, share, visits_ask](size_t b) -> uint64_t {
+      std::uniform_real_distribution<double> unit(0.0, 1.0);
+      const double asks = visits_ask ? c.asks[b].Ask(Ns(now), Ns(o_.max_age))
+                                     : c.asks[b].Rate(Ns(now), Ns(o_.max_age));
       const UInt128 capacity = Bound(static_cast<uint32_t>(o_.factor), total,
                                      o_.weights[b], total_weight_)
                                    .Capacity();
       return poise::router::HerdingLoad(reports_[b], c.own[b], capacity, share,
                                         asks, unit(rng_));
     };
+  }
+
+  // A first attempt's backend; `bound` gets the bound the pick used.
+  size_t Decide(uint32_t client, const std::string& key, double now,
+                uint64_t* bound) {
+    Client& c = clients_[client];
+    const uint64_t total = EstimateTotal(c, now);
+    const auto plain = [this](size_t b) { return estimate_[b]; };
+    const auto herding = HerdingLoads(c, total, now, true);
     auto routed =
         mode_ == Mode::kFleet || mode_ == Mode::kAdmit
             ? prepared_->RouteWithTotal(policy_, key, total, herding, scratch_)
@@ -568,17 +575,20 @@ class Fleet final {
   }
 
   // A retry's backend (attempt n + 1): the key's (n + 1)-th choice with
-  // room, by the loads without the herding rule, as the picker's NEXT_CHOICE.
+  // room by the herding rule, as the picker's NEXT_CHOICE (the bound alone
+  // where the rule leaves no room).
   size_t DecideRetry(uint32_t client, const std::string& key, uint32_t n,
                      double now, uint64_t* bound) {
-    const uint64_t total = EstimateTotal(clients_[client], now);
-    const size_t chosen =
-        prepared_
-            ->NthWithRoomForTotal(
-                policy_, key, total, [this](size_t b) { return estimate_[b]; },
-                n, scratch_)
-            .value()
-            .selection;
+    Client& c = clients_[client];
+    const uint64_t total = EstimateTotal(c, now);
+    auto routed = prepared_->NthWithRoomForTotal(
+        policy_, key, total, HerdingLoads(c, total, now, false), n, scratch_);
+    if (routed.value().stale_total) {
+      routed = prepared_->NthWithRoomForTotal(
+          policy_, key, total, [this](size_t b) { return estimate_[b]; }, n,
+          scratch_);
+    }
+    const size_t chosen = routed.value().selection;
     *bound = BoundOf(chosen, total);
     return chosen;
   }
