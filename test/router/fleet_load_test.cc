@@ -110,6 +110,15 @@ class FleetPickerTest : public ::testing::Test {
     static const PickOutcome::Complete kNone{SIZE_MAX, false, {}};
     return c != nullptr ? *c : kNone;
   }
+  // The key's order over every backend (weight 1, idle), by contract.h.
+  std::vector<contract::Ranked> ContractOrder(const std::string& key) const {
+    std::vector<contract::LoadedCandidate> loaded;
+    for (const auto& b : set_.backends()) {
+      loaded.push_back(
+          contract::LoadedCandidate{std::string(b.identity), 1, 0, true});
+    }
+    return contract::Order(key, loaded);
+  }
   size_t Owner(std::string_view key) const {
     return WeightedRendezvous::Pick(key, CandidatesOf(set_.backends())).value();
   }
@@ -412,12 +421,7 @@ TEST_F(FleetPickerTest, ManyPicksShareTheRoomOfOneStaleReport) {
 TEST_F(FleetPickerTest, ARetryTakesReportedRoomByTheHerdingRuleWithoutAsking) {
   Build(10);
   const std::string key = "hot";
-  std::vector<contract::LoadedCandidate> loaded;
-  for (const auto& b : set_.backends()) {
-    loaded.push_back(
-        contract::LoadedCandidate{std::string(b.identity), 1, 0, true});
-  }
-  const std::vector<contract::Ranked> order = contract::Order(key, loaded);
+  const std::vector<contract::Ranked> order = ContractOrder(key);
   const size_t second = order[1].index;
   const size_t third = order[2].index;
   ASSERT_EQ(
@@ -453,14 +457,9 @@ TEST_F(FleetPickerTest, ARetryTakesReportedRoomByTheHerdingRuleWithoutAsking) {
 TEST_F(FleetPickerTest, APickAsksOnlyForTheBackendsItVisits) {
   constexpr size_t kBackends = 50;
   Build(kBackends);
-  std::vector<contract::LoadedCandidate> loaded;
-  for (const auto& b : set_.backends()) {
-    loaded.push_back(
-        contract::LoadedCandidate{std::string(b.identity), 1, 0, true});
-  }
   for (size_t full = 0; full < 6; ++full) {
     const std::string key = "tenant-" + std::to_string(full);
-    const std::vector<contract::Ranked> order = contract::Order(key, loaded);
+    const std::vector<contract::Ranked> order = ContractOrder(key);
     fake_now_ns += 10'000'000;
     // The first `full` backends of the key's order report far over any
     // bound (and below the 2^40 refusal), the rest idle.

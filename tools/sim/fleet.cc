@@ -549,21 +549,31 @@ class Fleet final {
     };
   }
 
+  // Client c's pick of the key's (n + 1)-th choice with room under `total`
+  // (n = 0: a first attempt; n > 0: a retry, as the picker's NEXT_CHOICE):
+  // FLEET and ADMIT by the herding rule, as the picker applies it, every
+  // mode by the bound alone where it has no rule or the rule left no room.
+  PreparedCandidates::Routed Route(Client& c, const std::string& key,
+                                   uint64_t total, size_t n, double now) {
+    if (mode_ == Mode::kFleet || mode_ == Mode::kAdmit) {
+      const auto routed = prepared_->NthWithRoomForTotal(
+          policy_, key, total, HerdingLoads(c, total, now, n == 0), n,
+          scratch_);
+      if (!routed.value().stale_total) return routed.value();
+    }
+    return prepared_
+        ->NthWithRoomForTotal(
+            policy_, key, total, [this](size_t b) { return estimate_[b]; }, n,
+            scratch_)
+        .value();
+  }
+
   // A first attempt's backend; `bound` gets the bound the pick used.
   size_t Decide(uint32_t client, const std::string& key, double now,
                 uint64_t* bound) {
     Client& c = clients_[client];
     const uint64_t total = EstimateTotal(c, now);
-    const auto plain = [this](size_t b) { return estimate_[b]; };
-    const auto herding = HerdingLoads(c, total, now, true);
-    auto routed =
-        mode_ == Mode::kFleet || mode_ == Mode::kAdmit
-            ? prepared_->RouteWithTotal(policy_, key, total, herding, scratch_)
-            : prepared_->RouteWithTotal(policy_, key, total, plain, scratch_);
-    if (routed.value().stale_total) {  // the rule left no room: without it
-      routed = prepared_->RouteWithTotal(policy_, key, total, plain, scratch_);
-    }
-    const PreparedCandidates::Routed& r = routed.value();
+    const PreparedCandidates::Routed r = Route(c, key, total, 0, now);
     if (now >= o_.warmup) {
       ++outcome_.calls;
       // ADMIT counts where a call is served, at its admission.
@@ -574,21 +584,12 @@ class Fleet final {
     return r.selection;
   }
 
-  // A retry's backend (attempt n + 1): the key's (n + 1)-th choice with
-  // room by the herding rule, as the picker's NEXT_CHOICE (the bound alone
-  // where the rule leaves no room).
+  // A retry's backend (attempt n + 1); `bound` as for Decide.
   size_t DecideRetry(uint32_t client, const std::string& key, uint32_t n,
                      double now, uint64_t* bound) {
     Client& c = clients_[client];
     const uint64_t total = EstimateTotal(c, now);
-    auto routed = prepared_->NthWithRoomForTotal(
-        policy_, key, total, HerdingLoads(c, total, now, false), n, scratch_);
-    if (routed.value().stale_total) {
-      routed = prepared_->NthWithRoomForTotal(
-          policy_, key, total, [this](size_t b) { return estimate_[b]; }, n,
-          scratch_);
-    }
-    const size_t chosen = routed.value().selection;
+    const size_t chosen = Route(c, key, total, n, now).selection;
     *bound = BoundOf(chosen, total);
     return chosen;
   }
