@@ -31,14 +31,26 @@ constexpr int64_t kNanosPerSecond = 1'000'000'000;
 
 std::atomic<int64_t> g_shift_ns{0};
 
+// libc's function `name`, looked up once. Not a function-local static: its
+// guard, when two threads meet at it, waits through syscall(SYS_futex, ...),
+// which is ShiftedSyscall, whose own guard would wait the same way, without
+// end. A race here only looks the same symbol up twice.
 template <typename F>
-F Next(const char* name) {
-  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+F Next(std::atomic<F>& cached, const char* name) {
+  F f = cached.load(std::memory_order_acquire);
+  if (f == nullptr) {
+    f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+    cached.store(f, std::memory_order_release);
+  }
+  return f;
 }
 
+std::atomic<ClockGettime> g_clock_gettime{nullptr};
+std::atomic<Gettimeofday> g_gettimeofday{nullptr};
+std::atomic<Syscall> g_syscall{nullptr};
+
 ClockGettime RealClockGettime() {
-  static const auto real = Next<ClockGettime>("clock_gettime");
-  return real;
+  return Next(g_clock_gettime, "clock_gettime");
 }
 
 // Adds `shift_ns` to `ts`.
@@ -84,8 +96,7 @@ __attribute__((visibility("default"))) int ShiftedClockGettime(clockid_t clock,
 
 __attribute__((visibility("default"))) int ShiftedGettimeofday(timeval* tv,
                                                                void* tz) {
-  static const auto real = Next<Gettimeofday>("gettimeofday");
-  if (tz != nullptr) real(nullptr, tz);
+  if (tz != nullptr) Next(g_gettimeofday, "gettimeofday")(nullptr, tz);
   timespec ts{};
   const int status = RealClockGettime()(CLOCK_REALTIME, &ts);
   if (status != 0) return status;
@@ -108,7 +119,7 @@ __attribute__((visibility("default"))) time_t ShiftedTime(time_t* out) {
 // syscall() does; `long` throughout, syscall(2)'s own types.
 // NOLINTBEGIN(google-runtime-int,performance-no-int-to-ptr)
 __attribute__((visibility("default"))) long ShiftedSyscall(long number, ...) {
-  static const auto real = Next<Syscall>("syscall");
+  const Syscall real = Next(g_syscall, "syscall");
   va_list ap;
   va_start(ap, number);
   long a[6];
