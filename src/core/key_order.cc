@@ -60,8 +60,8 @@ Result<KeyOrder> KeyOrder::Hashed(const PreparedList& list,
   return order;
 }
 
-KeyOrder KeyOrder::AlongPrefix(const PreparedList& list, std::string_view key,
-                               const uint16_t* prefix, size_t size) {
+KeyOrder KeyOrder::Of(const PreparedList& list, std::string_view key,
+                      const uint16_t* prefix, size_t size) {
   KeyOrder order(list, key);
   order.mode_ = Mode::kPrefix;
   order.prefix_ = prefix;

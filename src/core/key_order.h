@@ -45,12 +45,14 @@ class KeyOrder final {
                                  DecisionScratch& scratch,
                                  size_t walk_quota = kSurvivorQuota);
 
-  // The same order read first from `prefix[0..size)`, a prefix of the key's
-  // order over every candidate of the list (eligible or not; the
-  // ineligible are skipped). Hashes only when a walk goes past it; an
-  // error of Hashed then ends the order (error()).
-  static KeyOrder AlongPrefix(const PreparedList& list, std::string_view key,
-                              const uint16_t* prefix, size_t size);
+  // The same order, hashed by its first Next() rather than here (so that it
+  // is built in place, with no Result to copy), and read first from
+  // `prefix[0..size)` where given: a prefix of the key's order over every
+  // candidate of the list (eligible or not; the ineligible are skipped).
+  // It hashes only when a walk goes past the prefix; an error of Hashed
+  // then ends the order (error()).
+  static KeyOrder Of(const PreparedList& list, std::string_view key,
+                     const uint16_t* prefix = nullptr, size_t size = 0);
 
   // The next eligible candidate in the key's order, the owner first; kNone
   // after the last (or on an error, error()).
@@ -108,6 +110,12 @@ class KeyOrder final {
 // more than kVisited at every n.
 enum class Reads : uint8_t { kVisited, kEveryAfterFullOwner };
 
+// Bound::Capacity, saturated at 2^64 - 1.
+inline uint64_t SaturatedCapacityOf(const Bound& bound) {
+  const UInt128 c = bound.Capacity();
+  return c > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(c);
+}
+
 // Where a walk stopped.
 struct Walked {
   size_t owner;
@@ -115,8 +123,10 @@ struct Walked {
   // No candidate had room under the given total (below the loads read):
   // the bounds came from the loads' sum instead.
   bool stale_total;
-  // The selection's capacity under the bounds that chose it, saturated.
-  uint64_t capacity;
+  // The selection's bound among the bounds that chose it: a slot holds it
+  // with HasRoom, no division; capacity() only where a pick reports it.
+  Bound bound;
+  uint64_t capacity() const { return SaturatedCapacityOf(bound); }
 };
 
 // The bounds of one walk: f, the given total and W, with one Bound per
@@ -136,8 +146,7 @@ class WalkBounds final {
     return cached_;
   }
   uint64_t SaturatedCapacity(uint32_t weight) {
-    const UInt128 c = For(weight).Capacity();
-    return c > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(c);
+    return SaturatedCapacityOf(For(weight));
   }
 
  private:
@@ -176,10 +185,11 @@ class RoomWalk final {
   template <typename View>
   size_t NextWithRoom(View& view, Reads reads, DecisionScratch& scratch) {
     const std::vector<Candidate>& candidates = order_->list().candidates;
-    uint64_t* const loads = ScratchAccess::Loads(scratch);
     for (;;) {
       const size_t i = order_->Next(scratch);
       if (i == kNone) return kNone;
+      // After Next: an order's first step hashes, and may grow the scratch.
+      uint64_t* const loads = ScratchAccess::Loads(scratch);
       if (owner_ == kNone) {
         owner_ = i;
       } else if (reads == Reads::kEveryAfterFullOwner && !every_load_read_) {
@@ -194,8 +204,11 @@ class RoomWalk final {
   }
 
   size_t owner() const { return owner_; }
+  const Bound& BoundOf(size_t i) {
+    return bounds_.For(order_->list().candidates[i].weight);
+  }
   uint64_t SaturatedCapacity(size_t i) {
-    return bounds_.SaturatedCapacity(order_->list().candidates[i].weight);
+    return SaturatedCapacityOf(BoundOf(i));
   }
 
  private:
@@ -267,7 +280,7 @@ Result<Walked> WalkToNthWithRoomWithin(KeyOrder& order, uint32_t factor_percent,
   if (nth == 0) {
     const size_t i = walk.NextWithRoom(view, reads, scratch);
     if (i != kNone) {
-      return Walked{walk.owner(), i, false, walk.SaturatedCapacity(i)};
+      return Walked{walk.owner(), i, false, walk.BoundOf(i)};
     }
   } else {
     // A retry's k-th: the ones passed are kept for a k past their number.
@@ -277,13 +290,13 @@ Result<Walked> WalkToNthWithRoomWithin(KeyOrder& order, uint32_t factor_percent,
       const size_t i = walk.NextWithRoom(view, reads, scratch);
       if (i == kNone) break;
       if (passed.size() == nth) {
-        return Walked{walk.owner(), i, false, walk.SaturatedCapacity(i)};
+        return Walked{walk.owner(), i, false, walk.BoundOf(i)};
       }
       passed.push_back(i);
     }
     if (!passed.empty() && !order.error().has_value()) {
       const size_t i = passed[nth % passed.size()];
-      return Walked{walk.owner(), i, false, walk.SaturatedCapacity(i)};
+      return Walked{walk.owner(), i, false, walk.BoundOf(i)};
     }
   }
   if (order.error().has_value()) return *order.error();
@@ -314,7 +327,7 @@ Result<Walked> NthWithRoomOfTheLoadsSum(const KeyOrder& order,
     const size_t i = order.Yielded(j, scratch);
     if (!has_room(i) || remaining-- != 0) continue;
     return Walked{order.Yielded(0, scratch), i, true,
-                  bounds.SaturatedCapacity(list.candidates[i].weight)};
+                  bounds.For(list.candidates[i].weight)};
   }
 }
 

@@ -26,16 +26,15 @@ Result<Routed> WalkFor(const internal::PreparedList& list,
                        const BoundedLoadRendezvous& bounded,
                        std::string_view key, uint64_t total_load, View& view,
                        size_t n, DecisionScratch& scratch) {
-  Result<internal::KeyOrder> order =
-      internal::KeyOrder::Hashed(list, key, scratch);
-  if (!order.ok()) return order.error();
-  const Result<internal::Walked> walked = internal::WalkToNthWithRoom(
-      order.value(), bounded.factor_percent(), total_load, view, n,
-      internal::Reads::kVisited, scratch);
+  // The order's errors come first out of the walk.
+  internal::KeyOrder order = internal::KeyOrder::Of(list, key);
+  const Result<internal::Walked> walked =
+      internal::WalkToNthWithRoom(order, bounded.factor_percent(), total_load,
+                                  view, n, internal::Reads::kVisited, scratch);
   if (!walked.ok()) return walked.error();
   const internal::Walked& w = walked.value();
   return Routed{w.owner, w.selection, w.selection != w.owner, w.stale_total,
-                w.capacity};
+                w.capacity()};
 }
 
 }  // namespace

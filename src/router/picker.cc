@@ -416,7 +416,6 @@ bool Picker::ZoneOwnerIsPending(std::string_view key) const {
 std::optional<PickOutcome> Picker::PickZoneNextChoice(
     std::string_view key, const KeyOrderPrefix* prefix, size_t nth) const {
   DecisionScratch& scratch = Scratch();
-  const internal::PreparedList& list = ready_.list();
   const uint32_t factor = bounded_policy_.factor_percent();
   const uint8_t* in_zone = in_zone_.data();
   // The backends with room along the key's order, inside the zone first,
@@ -428,16 +427,10 @@ std::optional<PickOutcome> Picker::PickZoneNextChoice(
   std::vector<Choice> choices;
   const auto collect = [&](auto& view, uint64_t total,
                            std::optional<uint64_t> weight) -> bool {
-    Result<internal::KeyOrder> order =
-        prefix != nullptr
-            ? Result<internal::KeyOrder>(internal::KeyOrder::AlongPrefix(
-                  list, key, prefix->index, prefix->size))
-            : internal::KeyOrder::Hashed(list, key, scratch);
-    if (!order.ok()) return false;
+    internal::KeyOrder order = OrderOf(key, prefix);
     internal::RoomWalk walk =
-        weight.has_value()
-            ? internal::RoomWalk(order.value(), factor, total, *weight)
-            : internal::RoomWalk(order.value(), factor, total);
+        weight.has_value() ? internal::RoomWalk(order, factor, total, *weight)
+                           : internal::RoomWalk(order, factor, total);
     for (size_t i = walk.NextWithRoom(view, internal::Reads::kVisited, scratch);
          i != internal::kNone;
          i = walk.NextWithRoom(view, internal::Reads::kVisited, scratch)) {
@@ -497,6 +490,13 @@ std::optional<PickOutcome> Picker::PickZoneNextChoice(
   return Complete(c.backend, false, std::move(slot), false, bound);
 }
 
+internal::KeyOrder Picker::OrderOf(std::string_view key,
+                                   const KeyOrderPrefix* prefix) const {
+  return prefix != nullptr ? internal::KeyOrder::Of(ready_.list(), key,
+                                                    prefix->index, prefix->size)
+                           : internal::KeyOrder::Of(ready_.list(), key);
+}
+
 // The one walk of every mode: along the key's order (from the cache's prefix
 // where given, hashed once otherwise) to the (nth + 1)-th backend with room
 // by `view`, then its slot. A slot lost to another pick goes on along the
@@ -506,36 +506,31 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
     std::string_view key, const KeyOrderPrefix* prefix, View& view,
     const WalkSpan& span, size_t nth, bool first_attempt) const {
   DecisionScratch& scratch = Scratch();
-  const internal::PreparedList& list = ready_.list();
-  Result<internal::KeyOrder> order =
-      prefix != nullptr
-          ? Result<internal::KeyOrder>(internal::KeyOrder::AlongPrefix(
-                list, key, prefix->index, prefix->size))
-          : internal::KeyOrder::Hashed(list, key, scratch);
-  if (!order.ok()) return Fail(RouteError(order.error()));
+  // Built in place and hashed by its first step: an error of the hashing
+  // ends the walk with it (walked.error()).
+  internal::KeyOrder order = OrderOf(key, prefix);
   const uint32_t factor = bounded_policy_.factor_percent();
   const uint64_t total = span.total;
   const auto walk = [&](size_t k) {
     return span.weight.has_value()
                ? internal::WalkToNthWithRoomWithin(
-                     order.value(), factor, total, *span.weight, view, k,
+                     order, factor, total, *span.weight, view, k,
                      internal::Reads::kVisited, scratch)
-               : internal::WalkToNthWithRoom(order.value(), factor, total, view,
-                                             k, internal::Reads::kVisited,
+               : internal::WalkToNthWithRoom(order, factor, total, view, k,
+                                             internal::Reads::kVisited,
                                              scratch);
   };
   Result<internal::Walked> walked = walk(nth);
   // The herding rule left no room anywhere: the bound alone decides.
   if (walked.ok() && walked.value().stale_total && view.DropRule()) {
-    order = internal::KeyOrder::Hashed(list, key, scratch);
-    if (!order.ok()) return Fail(RouteError(order.error()));
+    order = OrderOf(key, nullptr);
     walked = walk(nth);
   }
   if (!walked.ok()) {
-    return NoneAdmitted(walked.error(), order.value(), first_attempt,
-                        view.filter(), span);
+    return NoneAdmitted(walked.error(), order, first_attempt, view.filter(),
+                        span);
   }
-  const size_t owner = SpillOwner(order.value(), span, walked.value().owner);
+  const size_t owner = SpillOwner(order, span, walked.value().owner);
   // The bound holds at the slot on a first attempt of the scope's counts:
   // channels of one scope pick at the same time, so the selection may have
   // filled to its bound since its load was read. Each such loss is another
@@ -546,20 +541,18 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
     const internal::Walked& w = walked.value();
     const size_t s = w.selection;
     const bool spilled = first_attempt && s != owner;
-    uint64_t bound = rule_ == LoadRule::kNone ? 0 : w.capacity;
+    uint64_t bound = rule_ == LoadRule::kNone ? 0 : w.capacity();
     if constexpr (std::is_same_v<View, ZoneLoads>) {
       bound = view.FleetCapacityOf(s);  // the bound the backend sees
     }
     if (!track_load_) {
-      return Complete(s, spilled, InFlightGuard(), order.value().from_prefix(),
-                      bound);
+      return Complete(s, spilled, InFlightGuard(), order.from_prefix(), bound);
     }
     InFlightGuard slot = hold_bound && race < kMaxBoundRaces
-                             ? TryAcquireWithinBound(s, w.capacity)
+                             ? TryAcquireWithinBound(s, w.bound)
                              : TryAcquire(s);
     if (slot.held()) {
-      return Complete(s, spilled, std::move(slot), order.value().from_prefix(),
-                      bound);
+      return Complete(s, spilled, std::move(slot), order.from_prefix(), bound);
     }
     view.filter().Lose(s);
     walked = walk(0);
@@ -568,7 +561,7 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
       // order that takes a slot, past every bound.
       std::optional<PickOutcome> taken =
           span.take_past_bound || span.last
-              ? TakeAnyAlong(order.value(), owner, first_attempt, view.filter())
+              ? TakeAnyAlong(order, owner, first_attempt, view.filter())
               : std::nullopt;
       if (taken.has_value() || !span.last) return taken;
       return Exhausted();

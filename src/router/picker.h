@@ -267,6 +267,10 @@ class Picker final {
     // phase.
     bool take_past_bound = true;
   };
+  // The key's order over the READY backends, read first from `prefix`
+  // where given (the key cache's), hashed when a walk goes past it.
+  internal::KeyOrder OrderOf(std::string_view key,
+                             const KeyOrderPrefix* prefix) const;
   // The walk of every mode and its slot (picker.cc).
   template <typename View>
   PickOutcome PickAlongOrder(std::string_view key, const KeyOrderPrefix* prefix,
@@ -326,15 +330,15 @@ class Picker final {
     return InFlightGuard::TryAcquireWithin(
         SharedCounter(list_->backends[index].cell), limit_);
   }
-  // A slot on backend i while its count is below `capacity` and
-  // maxInFlightPerBackend, checked atomically with the taking. Here, not in
-  // picker.cc, so that the bounded pick's hot path inlines it.
-  InFlightGuard TryAcquireWithinBound(size_t i, uint64_t capacity) const {
+  // A slot on backend i while `bound` has room for its count and it is
+  // below maxInFlightPerBackend, checked atomically with the taking. Here,
+  // not in picker.cc, so that the bounded pick's hot path inlines it.
+  InFlightGuard TryAcquireWithinBound(size_t i, const Bound& bound) const {
     const uint64_t limit = limit_;
     return InFlightGuard::TryAcquireIf(
         SharedCounter(list_->backends[i].cell),
-        [capacity, limit](uint64_t count) {
-          return count < capacity &&
+        [&bound, limit](uint64_t count) {
+          return bound.HasRoom(count) &&
                  (limit == InFlightCounter::kNoLimit || count < limit);
         });
   }
