@@ -603,46 +603,62 @@ void TableMixedRange(const IdentityTable::KeyRow& row, size_t begin, size_t end,
 // ---------------------------------------------------------------------------
 // The survivor levels of RouteWithTotal's walk.
 
-// Appends to out[listed..] the indices base + k of the lanes k set in
-// `kept`; returns the new count. Few are kept (a survivor level is a small
-// share of the list), so a loop over the set bits beats a compressing
-// store (a masked store, microcoded on AMD's AVX2 cores).
-HWY_INLINE size_t AppendKept(hn::Mask<D> kept, size_t base, size_t* out,
-                             size_t listed) {
+// `kept`'s lanes as the low bits of a word (lane k: bit k).
+HWY_INLINE uint64_t KeptBits(hn::Mask<D> kept) {
   const D d;
-  if (hn::AllFalse(d, kept)) return listed;
   uint8_t bytes[(kMaxLanes + 7) / 8] = {};
   hn::StoreMaskBits(d, kept, bytes);
+  uint64_t bits = 0;
   for (size_t b = 0; b < (hn::Lanes(d) + 7) / 8; ++b) {
-    for (unsigned bits = bytes[b]; bits != 0; bits &= bits - 1) {
-      out[listed++] = base + 8 * b + static_cast<size_t>(__builtin_ctz(bits));
-    }
+    bits |= uint64_t{bytes[b]} << (8 * b);
+  }
+  return bits;
+}
+
+// Appends to out[listed..] base + k for every bit k set in `bits`; returns
+// the new count.
+HWY_INLINE size_t AppendSetBits(uint64_t bits, size_t base, size_t* out,
+                                size_t listed) {
+  for (; bits != 0; bits &= bits - 1) {
+    out[listed++] = base + static_cast<size_t>(__builtin_ctzll(bits));
   }
   return listed;
 }
 
+// The indices of the z in [threshold, threshold + span) (unsigned,
+// wrapping). Few are kept (a survivor level is a small share of the list)
+// and which ones is random: the compares of up to 64 candidates gather
+// their bits into one word, and only its set bits are looped over, so that
+// a pass mispredicts about once per 64 candidates rather than at every
+// vector that keeps one (and no compressing store: microcoded on AMD).
 size_t ListZInRange(const uint64_t* z, size_t n, uint64_t threshold,
                     uint64_t span, size_t* out) {
   const D d;
   const size_t lanes = hn::Lanes(d);
   const V low = hn::Set(d, threshold);
   const VI width = Signed(hn::Set(d, span));
+  const auto in_range = [&](V v) {
+    return hn::RebindMask(d, hn::Lt(Signed(hn::Sub(v, low)), width));
+  };
   size_t listed = 0;
   size_t i = 0;
-  // z - threshold < span, unsigned (wrapping): z in [threshold,
-  // threshold + span).
+  uint64_t word = 0;
+  size_t word_base = 0;
   for (; i + lanes <= n; i += lanes) {
-    const auto kept = hn::RebindMask(
-        d, hn::Lt(Signed(hn::Sub(hn::LoadU(d, z + i), low)), width));
-    listed = AppendKept(kept, i, out, listed);
+    if (i - word_base + lanes > 64) {
+      listed = AppendSetBits(word, word_base, out, listed);
+      word = 0;
+      word_base = i;
+    }
+    word |= KeptBits(in_range(hn::LoadU(d, z + i))) << (i - word_base);
   }
+  listed = AppendSetBits(word, word_base, out, listed);
   if (i == n) return listed;
   HWY_ALIGN uint64_t rest[kMaxLanes] = {};
   std::memcpy(rest, z + i, (n - i) * sizeof(uint64_t));
-  const auto kept = hn::And(
-      hn::RebindMask(d, hn::Lt(Signed(hn::Sub(hn::Load(d, rest), low)), width)),
-      hn::FirstN(d, n - i));
-  return AppendKept(kept, i, out, listed);
+  return AppendSetBits(
+      KeptBits(hn::And(in_range(hn::Load(d, rest)), hn::FirstN(d, n - i))), i,
+      out, listed);
 }
 
 // ---------------------------------------------------------------------------
