@@ -260,22 +260,70 @@ struct LargestZs {
   }
 };
 
-// The same answer from one hashing pass: within one weight the contract's
-// order is the order of z wherever two z are separated (score_bounds.h),
-// so when a weight's (n + 2)-th largest z is separated from its (n + 1)-th,
-// every member of that weight past the n + 1 largest ranks after n + 1 of
-// its own and cannot be the (n + 1)-th overall. Only those n + 1 per weight
-// are ranked exactly. nullopt (NthByExactRanks decides) for more than
-// kMaxGroups weights, n + 2 past kMaxKept, or a near-tie at a cut.
+// The same answer from the z of one hashing pass: within one weight the
+// contract's order is the order of z wherever two z are separated
+// (score_bounds.h), so when a weight's (n + 2)-th largest z is separated
+// from its (n + 1)-th, every member of that weight past the n + 1 largest
+// ranks after n + 1 of its own and cannot be the (n + 1)-th overall. Only
+// those n + 1 per weight are ranked exactly. Answer() is nullopt
+// (NthByExactRanks decides) for more than kMaxGroups weights, n + 2 past
+// kMaxKept, or a near-tie at a cut.
 template <typename Admit>
-std::optional<size_t> NthByLargestZ(const KeyHash& hash,
-                                    const std::vector<Candidate>& candidates,
-                                    const IdentityTable& table, size_t n,
-                                    Admit admit) {
-  const size_t keep = n + 2;
-  if (keep > kMaxKept) return std::nullopt;
-  LargestZs weights[internal::kMaxGroups];
-  size_t weight_count = 0;
+class NthByLargestZ {
+ public:
+  NthByLargestZ(size_t n, Admit admit)
+      : n_(n), keep_(n + 2), admit_(admit), usable_(n + 2 <= kMaxKept) {}
+
+  // Candidate i (of `c`) and its z, in any order of i.
+  void Offer(const Candidate& c, size_t i, uint64_t z) {
+    if (!usable_ || !c.IsEligible() || !admit_(i)) return;
+    LargestZs* w = weights_;
+    while (w != weights_ + weight_count_ && w->weight != c.weight) ++w;
+    if (w == weights_ + weight_count_) {
+      if (weight_count_ == internal::kMaxGroups) {
+        usable_ = false;
+        return;
+      }
+      w->weight = c.weight;
+      ++weight_count_;
+    }
+    w->Offer(z, i, keep_);
+  }
+
+  std::optional<size_t> Answer() const {
+    if (!usable_) return std::nullopt;
+    Rank ranked[internal::kMaxGroups * (kMaxKept - 1)];
+    size_t count = 0;
+    for (size_t g = 0; g < weight_count_; ++g) {
+      const LargestZs& w = weights_[g];
+      if (w.size == keep_ && !internal::Separated(w.z[n_], w.z[n_ + 1])) {
+        return std::nullopt;
+      }
+      for (size_t j = 0; j < std::min(w.size, n_ + 1); ++j) {
+        ranked[count++] =
+            Rank{Score(w.z[j], w.weight), w.z[j], w.weight, w.index[j]};
+      }
+    }
+    if (count <= n_) return std::nullopt;  // the caller's n is below it
+    std::nth_element(
+        ranked, ranked + n_, ranked + count,
+        [](const Rank& a, const Rank& b) { return a.Precedes(b); });
+    return ranked[n_].index;
+  }
+
+ private:
+  size_t n_;
+  size_t keep_;
+  Admit admit_;
+  bool usable_;
+  LargestZs weights_[internal::kMaxGroups];
+  size_t weight_count_ = 0;
+};
+
+// One hashing pass over the candidates, every z offered to each search.
+template <typename... Searches>
+void OfferEveryZ(const KeyHash& hash, const std::vector<Candidate>& candidates,
+                 const IdentityTable& table, Searches&... searches) {
   const IdentityTable::KeyRow row = table.ForKey(hash.state());
   constexpr size_t kBlock = 64;
   uint64_t z[kBlock];
@@ -283,45 +331,21 @@ std::optional<size_t> NthByLargestZ(const KeyHash& hash,
     const size_t end = std::min(candidates.size(), begin + kBlock);
     internal::TableMixedRange(row, begin, end, z);
     for (size_t i = begin; i < end; ++i) {
-      const Candidate& c = candidates[i];
-      if (!c.IsEligible() || !admit(i)) continue;
-      LargestZs* w = weights;
-      while (w != weights + weight_count && w->weight != c.weight) ++w;
-      if (w == weights + weight_count) {
-        if (weight_count == internal::kMaxGroups) return std::nullopt;
-        w->weight = c.weight;
-        ++weight_count;
-      }
-      w->Offer(z[i - begin], i, keep);
+      (searches.Offer(candidates[i], i, z[i - begin]), ...);
     }
   }
-  Rank ranked[internal::kMaxGroups * (kMaxKept - 1)];
-  size_t count = 0;
-  for (size_t g = 0; g < weight_count; ++g) {
-    const LargestZs& w = weights[g];
-    if (w.size == keep && !internal::Separated(w.z[n], w.z[n + 1])) {
-      return std::nullopt;
-    }
-    for (size_t j = 0; j < std::min(w.size, n + 1); ++j) {
-      ranked[count++] =
-          Rank{Score(w.z[j], w.weight), w.z[j], w.weight, w.index[j]};
-    }
-  }
-  if (count <= n) return std::nullopt;  // the caller's n is below it
-  std::nth_element(ranked, ranked + n, ranked + count,
-                   [](const Rank& a, const Rank& b) { return a.Precedes(b); });
-  return ranked[n].index;
 }
 
+// The search's answer, or the exact ranks' where it has none.
 template <typename Admit>
-size_t NthInOrder(const KeyHash& hash, const std::vector<Candidate>& candidates,
-                  const IdentityTable& table, size_t n, Admit admit) {
-  if (const std::optional<size_t> found =
-          NthByLargestZ(hash, candidates, table, n, admit)) {
-    return *found;
-  }
+size_t AnswerOf(const NthByLargestZ<Admit>& search, const KeyHash& hash,
+                const std::vector<Candidate>& candidates,
+                const IdentityTable& table, size_t n, Admit admit) {
+  if (const std::optional<size_t> found = search.Answer()) return *found;
   return NthByExactRanks(hash, candidates, table, n, admit);
 }
+
+constexpr auto kAdmitAll = [](size_t) { return true; };
 
 }  // namespace
 
@@ -333,8 +357,10 @@ Result<size_t> WeightedRendezvous::PickNth(
   size_t eligible = 0;
   for (const Candidate& c : candidates) eligible += c.IsEligible() ? 1 : 0;
   if (eligible == 0) return PickError::kNoEligibleCandidates;
-  return NthInOrder(KeyHash(key), candidates, table, n % eligible,
-                    [](size_t) { return true; });
+  const KeyHash hash(key);
+  NthByLargestZ nth(n % eligible, kAdmitAll);
+  OfferEveryZ(hash, candidates, table, nth);
+  return AnswerOf(nth, hash, candidates, table, n % eligible, kAdmitAll);
 }
 
 Result<Decision> BoundedLoadRendezvous::DecideNthOnLoads(
@@ -365,11 +391,15 @@ Result<Decision> BoundedLoadRendezvous::DecideNthOnLoads(
   }
   // A factor >= 100 leaves one with room: the capacities sum past L.
   if (with_room == 0) return PickError::kNoEligibleCandidates;  // unreachable
+  // The owner and the choice from one hashing pass.
   const KeyHash hash(key);
+  NthByLargestZ first(0, kAdmitAll);
+  NthByLargestZ nth(n % with_room, has_room);
+  OfferEveryZ(hash, candidates, table, first, nth);
   const size_t affinity =
-      NthInOrder(hash, candidates, table, 0, [](size_t) { return true; });
+      AnswerOf(first, hash, candidates, table, 0, kAdmitAll);
   const size_t selection =
-      NthInOrder(hash, candidates, table, n % with_room, has_room);
+      AnswerOf(nth, hash, candidates, table, n % with_room, has_room);
   return Decision{
       affinity, selection, affinity != selection, loads[selection],
       BoundFor(total_load, candidates[selection].weight, total_weight)
