@@ -106,7 +106,8 @@ class DecisionScratch final {
 
   // The largest candidate count served without allocating.
   size_t capacity() const {
-    return std::min({loads_.capacity(), hashes_.capacity(), list_.capacity()});
+    return std::min({loads_.capacity(), hashes_.capacity(), list_.capacity(),
+                     marks_.capacity() * 64});
   }
   // Returns the retained memory to the allocator.
   void Release() {
@@ -117,6 +118,7 @@ class DecisionScratch final {
     drop(loads_);
     drop(hashes_);
     drop(list_);
+    drop(marks_);
   }
 
  private:
@@ -129,7 +131,9 @@ class DecisionScratch final {
   // listing may write one past the last index it keeps.
   bool Fit(size_t n) {
     if (n > max_candidates_) return false;
-    if (loads_.size() == n && hashes_.size() == n && list_.size() == n + 1) {
+    const size_t words = n / 64 + 1;
+    if (loads_.size() == n && hashes_.size() == n && list_.size() == n + 1 &&
+        marks_.size() == words) {
       return true;  // every decision but the first on a list
     }
     if (n > capacity()) {  // a failed attempt may grow some of them
@@ -137,6 +141,7 @@ class DecisionScratch final {
         loads_.reserve(n);
         hashes_.reserve(n);
         list_.reserve(n + 1);
+        marks_.reserve(words);
       } catch (const std::bad_alloc&) {
         return false;
       } catch (const std::length_error&) {
@@ -146,19 +151,23 @@ class DecisionScratch final {
     loads_.resize(n);
     hashes_.resize(n);
     list_.resize(n + 1);
+    marks_.resize(words);
     return true;
   }
 
-  // The buffers, sized by Fit(n): loads and hashes by candidate index, and
-  // a list of indices (n + 1 entries).
+  // The buffers, sized by Fit(n): loads and hashes by candidate index, a
+  // list of indices (n + 1 entries), and a bit per candidate (n / 64 + 1
+  // words).
   uint64_t* loads() { return loads_.data(); }
   uint64_t* hashes() { return hashes_.data(); }
   size_t* list() { return list_.data(); }
+  uint64_t* marks() { return marks_.data(); }
 
   size_t max_candidates_;
   std::vector<uint64_t> loads_;
   std::vector<uint64_t> hashes_;
   std::vector<size_t> list_;
+  std::vector<uint64_t> marks_;
 };
 
 }  // namespace poise

@@ -141,14 +141,25 @@ inline void TableLeadsScalar(const IdentityTable::KeyRow& row, size_t n,
   }
 }
 
+// Where a hashing pass marks the candidates whose z reaches a threshold
+// (bits null: nowhere).
+struct SurvivorBits {
+  uint64_t threshold = 0;
+  uint64_t* bits = nullptr;
+};
+
 // The one-weight leader from an IdentityTable row: the internal::LargestZ
 // that offering row.Mixed(i) for every eligible i < n, in index order,
 // builds. Candidate i is eligible when bit i % 8 of eligible_bits[i / 8] is
 // set (nullptr: all n are), and `count` of them are. When `z` is given,
 // z[i] = row.Mixed(i) for every i < n, the ineligible too, and nothing past
 // n is written.
+// And where `survivors.bits` is given ((n + 63) / 64 words): bit i set for
+// every i < n whose z >= survivors.threshold, the ineligible too (the first
+// survivor level of a walk, key_order_walk.h, from the same pass).
 LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
-                       const uint8_t* eligible_bits, size_t count, uint64_t* z);
+                       const uint8_t* eligible_bits, size_t count, uint64_t* z,
+                       const SurvivorBits& survivors = {});
 
 // The same for 2..kMaxGroups groups (weights): out[g] the LargestZ of the
 // candidates whose bit is set in group g's array, bit i % 8 of byte

@@ -437,17 +437,31 @@ HWY_INLINE LargestZ Merge(const LaneLead& l) {
   return lead;
 }
 
+// `kept`'s lanes as the low bits of a word (lane k: bit k).
+HWY_INLINE uint64_t KeptBits(hn::Mask<D> kept) {
+  const D d;
+  uint8_t bytes[(kMaxLanes + 7) / 8] = {};
+  hn::StoreMaskBits(d, kept, bytes);
+  uint64_t bits = 0;
+  for (size_t b = 0; b < (hn::Lanes(d) + 7) / 8; ++b) {
+    bits |= uint64_t{bytes[b]} << (8 * b);
+  }
+  return bits;
+}
+
 // One pass over row.Mixed(i), i < n: z stored when asked, and offered to
 // lead[g] for each group g < kGroups. One group (kGroups == 1): every
 // candidate, or with kBits those whose bit in `bits` is set. Several: group
 // g holds the candidates whose bit is set in its array, bits + g * bytes
 // (bytes = (n + 7) / 8). With kCommon every power is the row's common one
 // (unread). Compiled for each combination, so that the loop carries no test
-// of them.
+// of them. Where survivors.bits is given, it marks z_i >= its threshold
+// for every i < n (one compare a vector, no branch on which lanes).
 template <size_t kGroups, bool kBits, bool kCommon>
 // NOLINTNEXTLINE(readability-function-cognitive-complexity)
 HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
-                           const uint8_t* bits, uint64_t* z, LaneLead* out) {
+                           const uint8_t* bits, uint64_t* z, LaneLead* out,
+                           const SurvivorBits& survivors) {
   // In registers, not through `out` (which the stores to z may alias).
   LaneLead lead[kGroups];
   for (size_t g = 0; g < kGroups; ++g) lead[g] = out[g];
@@ -487,12 +501,45 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
         kCommon ? r.product : TimesKey(key, hn::LoadU(d, r.power + i));
     return Mix64V(hn::Add(scaled, hn::LoadU(d, r.offset + i)));
   };
+  // Bit i of survivors.bits: z_i >= survivors.threshold (unsigned, as
+  // signed past the flip), for the `valid` lanes of x from `at`.
+  const VI survivor_low = hn::Set(
+      di, static_cast<int64_t>(survivors.threshold ^ (uint64_t{1} << 63)));
+  const auto survivors_of = [&](V x) {
+    return KeptBits(hn::RebindMask(
+        d, hn::Not(hn::Lt(hn::BitCast(di, hn::Xor(x, flip)), survivor_low))));
+  };
+  const auto mark_survivors = [&](V x, size_t at, size_t valid) {
+    if (survivors.bits == nullptr) return;
+    const uint64_t kept = survivors_of(x) & (~uint64_t{0} >> (64 - valid));
+    const size_t shift = at % 64;
+    survivors.bits[at / 64] |= kept << shift;
+    if (shift + valid > 64) survivors.bits[at / 64 + 1] |= kept >> (64 - shift);
+  };
+  if (survivors.bits != nullptr) {
+    std::fill(survivors.bits, survivors.bits + (n + 63) / 64, uint64_t{0});
+  }
+  // The full vectors' bits gather in a register, a word stored once it is
+  // whole (lanes divide 64 on every fixed-width target; else through
+  // memory, as the tails).
+  const bool gather = survivors.bits != nullptr && 64 % lanes == 0;
+  uint64_t word = 0;
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const V x = mixed(view, i);
     if (z != nullptr) hn::StoreU(x, d, z + i);
+    if (gather) {
+      word |= survivors_of(x) << (i % 64);
+      if ((i + lanes) % 64 == 0) {
+        survivors.bits[i / 64] = word;
+        word = 0;
+      }
+    } else {
+      mark_survivors(x, i, lanes);
+    }
     offer(x, i, lanes);
   }
+  if (gather && i % 64 != 0) survivors.bits[i / 64] |= word;
   const bool overlap_tail = kGroups == 1 && !kBits && n >= lanes;
   if (i != n && overlap_tail) {
     // The last full vector again, its lanes offered before refused: no
@@ -500,6 +547,7 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
     const size_t last = n - lanes;
     const V x = mixed(view, last);
     if (z != nullptr) hn::StoreU(x, d, z + last);
+    mark_survivors(x, last, lanes);  // lanes before i: their bits again
     const V offered = hn::VecFromMask(d, hn::FirstN(d, i - last));
     Offer(lead[0], hn::BitCast(di, hn::Xor(hn::AndNot(offered, x), flip)),
           hn::Add(hn::Iota(d, 0), hn::Set(d, uint64_t{last})));
@@ -510,6 +558,7 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
       hn::Store(x, d, tail.z);
       std::memcpy(z + i, tail.z, (n - i) * sizeof(uint64_t));
     }
+    mark_survivors(x, i, n - i);
     offer(x, i, n - i);
   }
   for (size_t g = 0; g < kGroups; ++g) out[g] = lead[g];
@@ -518,11 +567,12 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
 // LeadPass for this row: with its common power, or reading the powers.
 template <size_t kGroups, bool kBits>
 void LeadPassOnRow(const IdentityTable::KeyRow& row, size_t n,
-                   const uint8_t* bits, uint64_t* z, LaneLead* lead) {
+                   const uint8_t* bits, uint64_t* z, LaneLead* lead,
+                   const SurvivorBits& survivors = {}) {
   if (IdentityTableAccess::CommonPower(row) != 0) {
-    LeadPass<kGroups, kBits, true>(row, n, bits, z, lead);
+    LeadPass<kGroups, kBits, true>(row, n, bits, z, lead, survivors);
   } else {
-    LeadPass<kGroups, kBits, false>(row, n, bits, z, lead);
+    LeadPass<kGroups, kBits, false>(row, n, bits, z, lead, survivors);
   }
 }
 
@@ -531,13 +581,13 @@ void LeadPassOnRow(const IdentityTable::KeyRow& row, size_t n,
 // row shorter than one vector (BM_PreparedPick/3 against the same with the
 // scalar loop, AVX2 and AVX3).
 LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
-                       const uint8_t* eligible_bits, size_t count,
-                       uint64_t* z) {
+                       const uint8_t* eligible_bits, size_t count, uint64_t* z,
+                       const SurvivorBits& survivors) {
   LaneLead lead;
   if (eligible_bits == nullptr) {
-    LeadPassOnRow<1, false>(row, n, nullptr, z, &lead);
+    LeadPassOnRow<1, false>(row, n, nullptr, z, &lead, survivors);
   } else {
-    LeadPassOnRow<1, true>(row, n, eligible_bits, z, &lead);
+    LeadPassOnRow<1, true>(row, n, eligible_bits, z, &lead, survivors);
   }
   LargestZ out = Merge(lead);
   out.count = count;
@@ -602,18 +652,6 @@ void TableMixedRange(const IdentityTable::KeyRow& row, size_t begin, size_t end,
 
 // ---------------------------------------------------------------------------
 // The survivor levels of RouteWithTotal's walk.
-
-// `kept`'s lanes as the low bits of a word (lane k: bit k).
-HWY_INLINE uint64_t KeptBits(hn::Mask<D> kept) {
-  const D d;
-  uint8_t bytes[(kMaxLanes + 7) / 8] = {};
-  hn::StoreMaskBits(d, kept, bytes);
-  uint64_t bits = 0;
-  for (size_t b = 0; b < (hn::Lanes(d) + 7) / 8; ++b) {
-    bits |= uint64_t{bytes[b]} << (8 * b);
-  }
-  return bits;
-}
 
 // Appends to out[listed..] base + k for every bit k set in `bits`; returns
 // the new count.
@@ -727,9 +765,10 @@ void HashCandidatesInBlocks(uint64_t key_state, const Candidate* c, size_t n,
 }
 
 LargestZ TableLargestZ(const IdentityTable::KeyRow& row, size_t n,
-                       const uint8_t* eligible_bits, size_t count,
-                       uint64_t* z) {
-  return HWY_DYNAMIC_DISPATCH(TableLargestZ)(row, n, eligible_bits, count, z);
+                       const uint8_t* eligible_bits, size_t count, uint64_t* z,
+                       const SurvivorBits& survivors) {
+  return HWY_DYNAMIC_DISPATCH(TableLargestZ)(row, n, eligible_bits, count, z,
+                                             survivors);
 }
 
 void TableLargestZByGroup(const IdentityTable::KeyRow& row, size_t n,

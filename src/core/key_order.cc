@@ -60,9 +60,10 @@ Result<KeyOrder> KeyOrder::Hashed(const PreparedList& list,
   return order;
 }
 
-KeyOrder KeyOrder::Of(const PreparedList& list, std::string_view key,
+KeyOrder KeyOrder::Of(const PreparedList& list, std::string_view key, Stop stop,
                       const uint16_t* prefix, size_t size) {
   KeyOrder order(list, key);
+  order.stop_ = stop;
   order.mode_ = Mode::kPrefix;
   order.prefix_ = prefix;
   order.prefix_size_ = size;
@@ -79,8 +80,12 @@ std::optional<PickError> KeyOrder::Hash(DecisionScratch& scratch) {
     }
     const uint64_t key_state = KeyHash(key_).state();
     if (list.path == ListPath::kOneWeight) {
+      // The walk's first survivor level from the same pass, where it has one.
+      marked_ = stop_ == Stop::kPastOwner && walk_quota_ == kSurvivorQuota &&
+                list.survivor_threshold != 0;
       const LargestZ largest =
-          OneWeightLargestZ(list, key_state, ScratchAccess::Hashes(scratch));
+          OneWeightLargestZ(list, key_state, ScratchAccess::Hashes(scratch),
+                            marked_ ? ScratchAccess::Marks(scratch) : nullptr);
       owner_ = ClearOfRunnerUp(largest) ? largest.index : kNone;
     } else {
       owner_ = TwoWeightOwner(
@@ -204,7 +209,7 @@ size_t KeyOrder::NextHashed(DecisionScratch& scratch) {
         return NextHashed(scratch);
       }
       if (!walk_started_) {
-        walk_ = StartWalk(list, owner_, scratch, walk_quota_);
+        walk_ = StartWalk(list, owner_, scratch, walk_quota_, marked_);
         walk_started_ = true;
       }
       const WalkStep step = NextInKeyOrder(list, walk_, scratch);

@@ -45,6 +45,12 @@ class KeyOrder final {
                                  DecisionScratch& scratch,
                                  size_t walk_quota = kSurvivorQuota);
 
+  // Where a walk along the order is expected to stop. kPastOwner (a
+  // retry's k-th choice): the hashing pass also marks the walk's first
+  // survivor level (one vector compare each), which spares the walk a
+  // second pass over every z but costs a pick that stops at its owner.
+  enum class Stop : uint8_t { kAtOwner, kPastOwner };
+
   // The same order, hashed by its first Next() rather than here (so that it
   // is built in place, with no Result to copy), and read first from
   // `prefix[0..size)` where given: a prefix of the key's order over every
@@ -52,6 +58,7 @@ class KeyOrder final {
   // It hashes only when a walk goes past the prefix; an error of Hashed
   // then ends the order (error()).
   static KeyOrder Of(const PreparedList& list, std::string_view key,
+                     Stop stop = Stop::kAtOwner,
                      const uint16_t* prefix = nullptr, size_t size = 0);
 
   // The next eligible candidate in the key's order, the owner first; kNone
@@ -97,6 +104,10 @@ class KeyOrder final {
   // visited).
   Walk walk_{};
   bool walk_started_ = false;
+  Stop stop_ = Stop::kAtOwner;
+  // The hashing pass marked the walk's first survivor level
+  // (ScratchAccess::Marks).
+  bool marked_ = false;
   // kRanked: the whole order, this thread's (key_order.cc), read at
   // ranked_at_; ranked_: the visited are there.
   size_t ranked_at_ = 0;

@@ -24,7 +24,8 @@ void SortByZ(const uint64_t* z, size_t* begin, size_t* end) {
 // one more (DecisionScratch::Fit): the owner is already in it, and may be
 // written once more before it is dropped.
 void AppendSurvivorLevel(const PreparedList& list, Walk& walk,
-                         DecisionScratch& scratch, uint64_t ceiling) {
+                         DecisionScratch& scratch, uint64_t ceiling,
+                         bool marked = false) {
   const uint64_t* const z = ScratchAccess::Hashes(scratch);
   size_t* const order = ScratchAccess::List(scratch);
   const size_t begin = walk.listed;
@@ -40,10 +41,20 @@ void AppendSurvivorLevel(const PreparedList& list, Walk& walk,
   // z - threshold < span: z in [threshold, ceiling), with z below the
   // threshold wrapping past the span (ceiling 0 stands for 2^64).
   const uint64_t span = ceiling - walk.threshold;
-  // A vector of z per compare, every slot read (an ineligible one's z may
-  // be anything); the ineligible and the owner are dropped below.
-  listed += ListZInRange(z, list.candidates.size(), walk.threshold, span,
-                         order + listed);
+  // The first level as the hashing pass marked it; else a vector of z per
+  // compare, every slot read (an ineligible one's z may be anything). The
+  // ineligible and the owner are dropped below.
+  if (marked) {
+    const uint64_t* const marks = ScratchAccess::Marks(scratch);
+    for (size_t w = 0; w * 64 < list.candidates.size(); ++w) {
+      for (uint64_t bits = marks[w]; bits != 0; bits &= bits - 1) {
+        order[listed++] = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+      }
+    }
+  } else {
+    listed += ListZInRange(z, list.candidates.size(), walk.threshold, span,
+                           order + listed);
+  }
   const bool all_eligible = list.every_candidate_eligible();
   size_t kept = begin;
   for (size_t s = begin; s < listed; ++s) {
@@ -197,7 +208,7 @@ WalkStep StepFromHeads(const Walk& walk, const uint64_t* z, const size_t* order,
 }  // namespace
 
 Walk StartWalk(const PreparedList& list, size_t owner, DecisionScratch& scratch,
-               size_t quota) {
+               size_t quota, bool marked) {
   Walk walk;
   walk.groups = list.path == ListPath::kTwoWeights ? 2 : 1;
   walk.weights[0] = list.weights[0];
@@ -211,7 +222,8 @@ Walk StartWalk(const PreparedList& list, size_t owner, DecisionScratch& scratch,
   walk.visited = walk.listed = 1;
   walk.steps = 0;
   walk.sorted = false;
-  AppendSurvivorLevel(list, walk, scratch, /*ceiling=*/0);
+  AppendSurvivorLevel(list, walk, scratch, /*ceiling=*/0,
+                      marked && walk.threshold == list.survivor_threshold);
   return walk;
 }
 

@@ -54,9 +54,11 @@ struct WalkStep {
 
 // The walk's first level after the `owner` (its first visited): the
 // eligible whose z about `quota` of them reach. ScratchAccess::Hashes(scratch)
-// holds every eligible z.
+// holds every eligible z; with `marked`, ScratchAccess::Marks(scratch) has
+// the bit of every candidate whose z reaches list.survivor_threshold (the
+// hashing pass set them; quota is kSurvivorQuota).
 Walk StartWalk(const PreparedList& list, size_t owner, DecisionScratch& scratch,
-               size_t quota = kSurvivorQuota);
+               size_t quota = kSurvivorQuota, bool marked = false);
 
 // The next candidate in the key's order, listing further levels as needed.
 WalkStep NextInKeyOrder(const PreparedList& list, Walk& walk,

@@ -13,9 +13,11 @@ namespace poise::internal {
 
 // The LargestZ of `list`'s eligible candidates for `key_state` (a one-weight
 // list), by the vector kernel (candidate_hash.h); stores every z, the
-// ineligible ones' too, in `z` when given.
+// ineligible ones' too, in `z` when given, and in `marks` when given (n / 64
+// + 1 words) a bit for every z >= list.survivor_threshold: a walk's first
+// survivor level (key_order_walk.h).
 LargestZ OneWeightLargestZ(const PreparedList& list, uint64_t key_state,
-                           uint64_t* z);
+                           uint64_t* z, uint64_t* marks = nullptr);
 
 }  // namespace poise::internal
 

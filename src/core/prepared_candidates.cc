@@ -27,7 +27,10 @@ Result<Routed> WalkFor(const internal::PreparedList& list,
                        std::string_view key, uint64_t total_load, View& view,
                        size_t n, DecisionScratch& scratch) {
   // The order's errors come first out of the walk.
-  internal::KeyOrder order = internal::KeyOrder::Of(list, key);
+  internal::KeyOrder order =
+      internal::KeyOrder::Of(list, key,
+                             n == 0 ? internal::KeyOrder::Stop::kAtOwner
+                                    : internal::KeyOrder::Stop::kPastOwner);
   const Result<internal::Walked> walked =
       internal::WalkToNthWithRoom(order, bounded.factor_percent(), total_load,
                                   view, n, internal::Reads::kVisited, scratch);

@@ -1,7 +1,7 @@
 // The core's view of a DecisionScratch's buffers, which its public face
 // keeps private: the loads and hashes by candidate index, the list of
-// indices (one entry more than n), and Fit(n), which sizes them. Internal:
-// not installed.
+// indices (one entry more than n), a bit per candidate, and Fit(n), which
+// sizes them. Internal: not installed.
 #ifndef POISE_SRC_CORE_SCRATCH_ACCESS_H_
 #define POISE_SRC_CORE_SCRATCH_ACCESS_H_
 
@@ -17,6 +17,9 @@ struct ScratchAccess {
   static uint64_t* Loads(DecisionScratch& s) { return s.loads(); }
   static uint64_t* Hashes(DecisionScratch& s) { return s.hashes(); }
   static size_t* List(DecisionScratch& s) { return s.list(); }
+  // A bit per candidate: the first survivor level a hashing pass marked
+  // (key_order_walk.h).
+  static uint64_t* Marks(DecisionScratch& s) { return s.marks(); }
 };
 
 }  // namespace poise::internal

@@ -427,7 +427,7 @@ std::optional<PickOutcome> Picker::PickZoneNextChoice(
   std::vector<Choice> choices;
   const auto collect = [&](auto& view, uint64_t total,
                            std::optional<uint64_t> weight) -> bool {
-    internal::KeyOrder order = OrderOf(key, prefix);
+    internal::KeyOrder order = OrderOf(key, prefix, nth);
     internal::RoomWalk walk =
         weight.has_value() ? internal::RoomWalk(order, factor, total, *weight)
                            : internal::RoomWalk(order, factor, total);
@@ -491,10 +491,13 @@ std::optional<PickOutcome> Picker::PickZoneNextChoice(
 }
 
 internal::KeyOrder Picker::OrderOf(std::string_view key,
-                                   const KeyOrderPrefix* prefix) const {
-  return prefix != nullptr ? internal::KeyOrder::Of(ready_.list(), key,
+                                   const KeyOrderPrefix* prefix,
+                                   size_t nth) const {
+  using Stop = internal::KeyOrder::Stop;
+  const Stop stop = nth == 0 ? Stop::kAtOwner : Stop::kPastOwner;
+  return prefix != nullptr ? internal::KeyOrder::Of(ready_.list(), key, stop,
                                                     prefix->index, prefix->size)
-                           : internal::KeyOrder::Of(ready_.list(), key);
+                           : internal::KeyOrder::Of(ready_.list(), key, stop);
 }
 
 // The one walk of every mode: along the key's order (from the cache's prefix
@@ -508,7 +511,7 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
   DecisionScratch& scratch = Scratch();
   // Built in place and hashed by its first step: an error of the hashing
   // ends the walk with it (walked.error()).
-  internal::KeyOrder order = OrderOf(key, prefix);
+  internal::KeyOrder order = OrderOf(key, prefix, nth);
   const uint32_t factor = bounded_policy_.factor_percent();
   const uint64_t total = span.total;
   const auto walk = [&](size_t k) {
@@ -523,7 +526,7 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
   Result<internal::Walked> walked = walk(nth);
   // The herding rule left no room anywhere: the bound alone decides.
   if (walked.ok() && walked.value().stale_total && view.DropRule()) {
-    order = OrderOf(key, nullptr);
+    order = OrderOf(key, nullptr, nth);
     walked = walk(nth);
   }
   if (!walked.ok()) {

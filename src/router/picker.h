@@ -268,9 +268,10 @@ class Picker final {
     bool take_past_bound = true;
   };
   // The key's order over the READY backends, read first from `prefix`
-  // where given (the key cache's), hashed when a walk goes past it.
-  internal::KeyOrder OrderOf(std::string_view key,
-                             const KeyOrderPrefix* prefix) const;
+  // where given (the key cache's), hashed when a walk goes past it; for a
+  // walk to its (nth + 1)-th with room.
+  internal::KeyOrder OrderOf(std::string_view key, const KeyOrderPrefix* prefix,
+                             size_t nth) const;
   // The walk of every mode and its slot (picker.cc).
   template <typename View>
   PickOutcome PickAlongOrder(std::string_view key, const KeyOrderPrefix* prefix,

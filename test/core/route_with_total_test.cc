@@ -301,6 +301,56 @@ TEST_P(RouteWithTotalByKernel, DeepWalksReadOnlyTheKeysOrderUpToTheSelection) {
   EXPECT_GT(deep, 20u);
 }
 
+// A retry's k-th choice with room (NthWithRoomForTotal, n > 0), whose
+// hashing pass also marks the walk's first survivor level: on one weight
+// and two, lists long enough to have one (n > 16), a random share of the
+// backends full, each k against the contract's order of those with room.
+TEST_P(RouteWithTotalByKernel,
+       KthChoiceWalksTheContractsOrderFromTheMarkedLevel) {
+  std::mt19937_64 rng(7);
+  size_t past_first_level = 0;
+  for (const bool two : {false, true}) {
+    for (const size_t n :
+         {size_t{17}, size_t{63}, size_t{65}, size_t{100}, size_t{1000}}) {
+      std::vector<contract::LoadedCandidate> backends;
+      for (size_t i = 0; i < n; ++i) {
+        backends.push_back({"pod-" + std::to_string(i) + ".svc",
+                            two && i % 3 == 0 ? 7u : 3u, 0, i % 13 != 4});
+      }
+      const std::vector<Candidate> candidates = test_util::View(backends);
+      PreparedCandidates prepared(
+          candidates, std::make_shared<const IdentityTable>(candidates));
+      const auto bounded = *BoundedLoadRendezvous::Create(120);
+      DecisionScratch scratch;
+      for (int k = 0; k < 40; ++k) {
+        const std::string key = "kth-" + std::to_string(k);
+        const std::vector<contract::Ranked> order =
+            contract::Order(key, backends);
+        for (auto& b : backends) {
+          b.load = rng() % 3 == 0 ? uint64_t{1} << 40 : 0;
+        }
+        const uint64_t total = uint64_t{1} << 41;
+        std::vector<size_t> with_room;
+        for (const contract::Ranked& r : order) {
+          if (backends[r.index].load == 0) with_room.push_back(r.index);
+        }
+        if (with_room.empty()) continue;
+        for (const size_t nth : {size_t{1}, size_t{2}, size_t{5}, n / 2}) {
+          const Result<Routed> got = prepared.NthWithRoomForTotal(
+              bounded, key, total, [&](size_t i) { return backends[i].load; },
+              nth, scratch);
+          ASSERT_TRUE(got.ok());
+          EXPECT_EQ(got.value().affinity, order.front().index);
+          EXPECT_EQ(got.value().selection, with_room[nth % with_room.size()])
+              << key << " n " << n << " k " << nth;
+          past_first_level += nth > 8 && nth < with_room.size();
+        }
+      }
+    }
+  }
+  EXPECT_GT(past_first_level, 50u);
+}
+
 // A stale total (here 0, or far below the loads) never fails a pick: with
 // nobody having room under it, every load is read once and the answer is
 // Decide's (bounds from the loads' sum), flagged `stale_total`.
