@@ -24,7 +24,7 @@ struct TableHashView {
   void Hash(size_t begin, size_t end, uint64_t* z) const {
     TableMixedRange(row, begin, end, z);
   }
-  uint64_t load(size_t) const { return 0; }
+  static uint64_t load(size_t /*i*/) { return 0; }
 };
 
 // The whole order of the last SortTheRest on this thread.

@@ -18,7 +18,7 @@ using Routed = PreparedCandidates::Routed;
 struct CounterView {
   const InFlightCounter* const* counters;
   uint64_t Load(size_t i) const { return counters[i]->Load(); }
-  static bool Admits(size_t) { return true; }
+  static bool Admits(size_t /*i*/) { return true; }
 };
 
 template <typename View>

@@ -77,7 +77,7 @@ class PreparedCandidates final {
     uint64_t operator()(size_t i) const { return read_(context_, i); }
     // As a load view of the core's walk (key_order.h).
     uint64_t Load(size_t i) const { return (*this)(i); }
-    static bool Admits(size_t) { return true; }
+    static bool Admits(size_t /*i*/) { return true; }
 
    private:
     const void* context_;

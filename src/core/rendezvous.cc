@@ -156,8 +156,9 @@ std::optional<PickError> UsableError(const std::vector<Candidate>& candidates,
     return PickError::kTableMismatch;
   }
   if (candidates.empty()) return PickError::kEmpty;
-  if (internal::ScratchAccess::Fit(scratch, candidates.size()))
+  if (internal::ScratchAccess::Fit(scratch, candidates.size())) {
     return std::nullopt;
+  }
   const bool any_eligible =
       std::any_of(candidates.begin(), candidates.end(),
                   [](const Candidate& c) { return c.IsEligible(); });

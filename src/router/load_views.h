@@ -70,7 +70,7 @@ class SlotFilter final {
 class NoLoads final {
  public:
   explicit NoLoads(SlotFilter filter) : filter_(std::move(filter)) {}
-  static uint64_t Load(size_t) { return 0; }
+  static uint64_t Load(size_t /*i*/) { return 0; }
   bool Admits(size_t i) const { return filter_.Admits(i); }
   SlotFilter& filter() { return filter_; }
   static bool DropRule() { return false; }

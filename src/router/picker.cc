@@ -136,7 +136,22 @@ Picker::Picker(std::shared_ptr<const Config> config,
     pending_.push_back(pending);
     counters_.push_back(list_->backends[i].cell->in_flight);
   }
-  // P8: the local zone, where some listed backend is in it.
+  FindLocalZone();
+  if (rule_ == LoadRule::kFleet) {
+    std::vector<bool> ready;
+    std::vector<uint32_t> weights;
+    for (const Candidate& c : ready_.candidates()) {
+      ready.push_back(c.IsEligible());
+      weights.push_back(c.weight);
+    }
+    fleet_ = std::make_unique<const FleetLoads>(
+        *list_, std::move(ready), std::move(weights), fits ? w : 0,
+        bounded_policy_.factor_percent(),
+        absl::ToInt64Nanoseconds(config_->server_load->max_report_age), stats_);
+  }
+}
+
+void Picker::FindLocalZone() {
   if (config_->local_zone.has_value()) {
     zone_ = list_->ZoneIndex(*config_->local_zone);
   }
@@ -153,18 +168,6 @@ Picker::Picker(std::shared_ptr<const Config> config,
         zone_ready_weight_ += ready[i].weight;
       }
     }
-  }
-  if (rule_ == LoadRule::kFleet) {
-    std::vector<bool> ready;
-    std::vector<uint32_t> weights;
-    for (const Candidate& c : ready_.candidates()) {
-      ready.push_back(c.IsEligible());
-      weights.push_back(c.weight);
-    }
-    fleet_ = std::make_unique<const FleetLoads>(
-        *list_, std::move(ready), std::move(weights), fits ? w : 0,
-        bounded_policy_.factor_percent(),
-        absl::ToInt64Nanoseconds(config_->server_load->max_report_age), stats_);
   }
 }
 
@@ -276,11 +279,13 @@ PickOutcome Picker::PickOwner(std::string_view key,
     if (!chosen.ok()) return Fail(RouteError(chosen.error()));
     owner = chosen.value();
   }
-  if (!track_load_)
+  if (!track_load_) {
     return Complete(owner, false, InFlightGuard(), from_cache, 0);
+  }
   InFlightGuard slot = TryAcquire(owner);
-  if (slot.held())
+  if (slot.held()) {
     return Complete(owner, false, std::move(slot), from_cache, 0);
+  }
   // P4: the owner at the limit; the walk without it.
   NoLoads view(Filter());
   view.filter().Lose(owner);
@@ -336,8 +341,9 @@ PickOutcome Picker::PickInZone(std::string_view key,
     case LoadRule::kNone: {
       NoLoads in(Filter());
       in.filter().Within(in_zone, true);
-      if (auto o = WalkAlongOrder(key, prefix, in, inside, 0, true))
+      if (auto o = WalkAlongOrder(key, prefix, in, inside, 0, true)) {
         return *std::move(o);
+      }
       NoLoads out(Filter());
       out.filter().Within(in_zone, false);
       if (auto o = WalkAlongOrder(
@@ -351,8 +357,9 @@ PickOutcome Picker::PickInZone(std::string_view key,
     case LoadRule::kScope: {
       ScopeLoads in(counters_.data(), Filter());
       in.filter().Within(in_zone, true);
-      if (auto o = WalkAlongOrder(key, prefix, in, inside, 0, true))
+      if (auto o = WalkAlongOrder(key, prefix, in, inside, 0, true)) {
         return *std::move(o);
+      }
       ScopeLoads out(counters_.data(), Filter());
       out.filter().Within(in_zone, false);
       if (auto o = WalkAlongOrder(key, prefix, out,
@@ -560,14 +567,8 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
     view.filter().Lose(s);
     walked = walk(0);
     if (!walked.ok() || walked.value().stale_total) {
-      // Everyone with room lost or at the limit: the first in the key's
-      // order that takes a slot, past every bound.
-      std::optional<PickOutcome> taken =
-          span.take_past_bound || span.last
-              ? TakeAnyAlong(order, owner, first_attempt, view.filter())
-              : std::nullopt;
-      if (taken.has_value() || !span.last) return taken;
-      return Exhausted();
+      // Everyone with room lost or at the limit.
+      return PastEveryBound(order, owner, first_attempt, view.filter(), span);
     }
     walked.value().owner = owner;
   }
@@ -617,16 +618,27 @@ std::optional<PickOutcome> Picker::NoneAdmitted(PickError error,
     // bounds: the limit is the hard rule, the bound is not.
     const size_t first =
         order.yielded() != 0 ? order.Yielded(0, Scratch()) : internal::kNone;
-    std::optional<PickOutcome> taken = TakeAnyAlong(
-        order, SpillOwner(order, span, first), first_attempt, filter);
-    if (taken.has_value() || !span.last) return taken;
-    return Exhausted();
+    return PastEveryBound(order, SpillOwner(order, span, first), first_attempt,
+                          filter, span);
   }
   // P8: nobody admitted in this phase; the next one may answer.
   if (error == PickError::kNoEligibleCandidates && !span.last) {
     return std::nullopt;
   }
   return Fail(RouteError(error));
+}
+
+std::optional<PickOutcome> Picker::PastEveryBound(internal::KeyOrder& order,
+                                                  size_t owner,
+                                                  bool first_attempt,
+                                                  const SlotFilter& filter,
+                                                  const WalkSpan& span) const {
+  std::optional<PickOutcome> taken =
+      span.take_past_bound || span.last
+          ? TakeAnyAlong(order, owner, first_attempt, filter)
+          : std::nullopt;
+  if (taken.has_value() || !span.last) return taken;
+  return Exhausted();
 }
 
 PickOutcome Picker::Complete(size_t index, bool spilled, InFlightGuard slot,

@@ -293,6 +293,12 @@ class Picker final {
   POISE_COLD std::optional<PickOutcome> TakeAnyAlong(
       internal::KeyOrder& order, size_t owner, bool first_attempt,
       const SlotFilter& filter) const;
+  // Every backend with room along `order` lost its slot or is at the
+  // limit: TakeAnyAlong where `span` takes a call past its bound (or is the
+  // last phase); RESOURCE_EXHAUSTED when that finds none in the last phase.
+  POISE_COLD std::optional<PickOutcome> PastEveryBound(
+      internal::KeyOrder& order, size_t owner, bool first_attempt,
+      const SlotFilter& filter, const WalkSpan& span) const;
   // A walk along `order` (walked to its end) that found nobody: under the
   // limit, TakeAnyAlong (RESOURCE_EXHAUSTED when every READY backend is at
   // it); else P5. Before a next phase (`span.last` false): nullopt where
@@ -302,6 +308,9 @@ class Picker final {
       const SlotFilter& filter, const WalkSpan& span) const;
   // P8.
   bool ZoneActive() const { return zone_ != kNoZone; }
+  // Construction: the local zone, where some listed backend is in it, its
+  // members and their READY weight.
+  void FindLocalZone();
   // L_Z: the scope's calls in flight on the zone's backends.
   uint64_t ZoneTotal() const;
   // P8's first attempt (the zone has a READY backend).
@@ -316,7 +325,7 @@ class Picker final {
   // owner is `walked_owner`.
   size_t SpillOwner(const internal::KeyOrder& order, const WalkSpan& span,
                     size_t walked_owner) const;
-  SlotFilter Filter() const { return SlotFilter(counters_.data(), limit_); }
+  SlotFilter Filter() const { return {counters_.data(), limit_}; }
   // Backend i's load as a pick compares it: the scope's, or under serverLoad
   // E_i.
   uint64_t LoadOf(size_t i, int64_t now_ns) const {
