@@ -149,6 +149,18 @@ Result<Routed> RouteCounting(
       scratch);
 }
 
+// n idle pods of weight 3 (with `two` weights, 7 for every third), each
+// eligible but those with i % every == at.
+std::vector<contract::LoadedCandidate> Pods(size_t n, bool two, size_t every,
+                                            size_t at) {
+  std::vector<contract::LoadedCandidate> pods;
+  for (size_t i = 0; i < n; ++i) {
+    pods.push_back({"pod-" + std::to_string(i) + ".svc",
+                    two && i % 3 == 0 ? 7u : 3u, 0, i % every != at});
+  }
+  return pods;
+}
+
 class RouteWithTotalByKernel : public test_util::KernelFixture {};
 INSTANTIATE_TEST_SUITE_P(RouteWithTotal, RouteWithTotalByKernel,
                          test_util::Kernels(), test_util::KernelName);
@@ -261,11 +273,7 @@ TEST_P(RouteWithTotalByKernel, DeepWalksReadOnlyTheKeysOrderUpToTheSelection) {
   size_t deep = 0;
   for (const bool two : {false, true}) {
     for (const size_t n : {size_t{17}, size_t{100}, size_t{1000}}) {
-      std::vector<contract::LoadedCandidate> backends;
-      for (size_t i = 0; i < n; ++i) {
-        backends.push_back({"pod-" + std::to_string(i) + ".svc",
-                            two && i % 3 == 0 ? 7u : 3u, 0, i % 17 != 5});
-      }
+      std::vector<contract::LoadedCandidate> backends = Pods(n, two, 17, 5);
       const std::vector<Candidate> candidates = test_util::View(backends);
       PreparedCandidates prepared(
           candidates, std::make_shared<const IdentityTable>(candidates));
@@ -312,11 +320,7 @@ TEST_P(RouteWithTotalByKernel,
   for (const bool two : {false, true}) {
     for (const size_t n :
          {size_t{17}, size_t{63}, size_t{65}, size_t{100}, size_t{1000}}) {
-      std::vector<contract::LoadedCandidate> backends;
-      for (size_t i = 0; i < n; ++i) {
-        backends.push_back({"pod-" + std::to_string(i) + ".svc",
-                            two && i % 3 == 0 ? 7u : 3u, 0, i % 13 != 4});
-      }
+      std::vector<contract::LoadedCandidate> backends = Pods(n, two, 13, 4);
       const std::vector<Candidate> candidates = test_util::View(backends);
       PreparedCandidates prepared(
           candidates, std::make_shared<const IdentityTable>(candidates));
