@@ -141,6 +141,16 @@ inline void TableLeadsScalar(const IdentityTable::KeyRow& row, size_t n,
   }
 }
 
+// Appends to out[listed..] base + k for every bit k set in `bits`; returns
+// the new count.
+inline size_t AppendSetBits(uint64_t bits, size_t base, size_t* out,
+                            size_t listed) {
+  for (; bits != 0; bits &= bits - 1) {
+    out[listed++] = base + static_cast<size_t>(__builtin_ctzll(bits));
+  }
+  return listed;
+}
+
 // Where a hashing pass marks the candidates whose z reaches a threshold
 // (bits null: nowhere).
 struct SurvivorBits {

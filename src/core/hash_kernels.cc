@@ -653,16 +653,6 @@ void TableMixedRange(const IdentityTable::KeyRow& row, size_t begin, size_t end,
 // ---------------------------------------------------------------------------
 // The survivor levels of RouteWithTotal's walk.
 
-// Appends to out[listed..] base + k for every bit k set in `bits`; returns
-// the new count.
-HWY_INLINE size_t AppendSetBits(uint64_t bits, size_t base, size_t* out,
-                                size_t listed) {
-  for (; bits != 0; bits &= bits - 1) {
-    out[listed++] = base + static_cast<size_t>(__builtin_ctzll(bits));
-  }
-  return listed;
-}
-
 // The indices of the z in [threshold, threshold + span) (unsigned,
 // wrapping). Few are kept (a survivor level is a small share of the list)
 // and which ones is random: the compares of up to 64 candidates gather

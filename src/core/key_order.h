@@ -156,9 +156,6 @@ class WalkBounds final {
     }
     return cached_;
   }
-  uint64_t SaturatedCapacity(uint32_t weight) {
-    return SaturatedCapacityOf(For(weight));
-  }
 
  private:
   uint32_t factor_;

@@ -47,9 +47,7 @@ void AppendSurvivorLevel(const PreparedList& list, Walk& walk,
   if (marked) {
     const uint64_t* const marks = ScratchAccess::Marks(scratch);
     for (size_t w = 0; w * 64 < list.candidates.size(); ++w) {
-      for (uint64_t bits = marks[w]; bits != 0; bits &= bits - 1) {
-        order[listed++] = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
-      }
+      listed = AppendSetBits(marks[w], w * 64, order, listed);
     }
   } else {
     listed += ListZInRange(z, list.candidates.size(), walk.threshold, span,
