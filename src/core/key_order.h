@@ -236,6 +236,22 @@ class RoomWalk final {
   bool every_load_read_ = false;
 };
 
+// The (k + 1)-th candidate with room among those `walk` went through along
+// `order` (kNone: fewer), by the loads it read: a retry's k-th past the
+// number with room.
+template <typename View>
+size_t WithRoomAmongYielded(const KeyOrder& order, RoomWalk& walk, View& view,
+                            size_t k, DecisionScratch& scratch) {
+  const uint64_t* const loads = ScratchAccess::Loads(scratch);
+  for (size_t j = 0; j < order.yielded(); ++j) {
+    const size_t i = order.Yielded(j, scratch);
+    if (walk.BoundOf(i).HasRoom(loads[i]) && view.Admits(i) && k-- == 0) {
+      return i;
+    }
+  }
+  return kNone;
+}
+
 // The stale total's answer: every eligible load read into the scratch's
 // loads (`order` walked to its end), the bounds from their sum, the
 // (nth mod m + 1)-th of the m with room that `admits` allows. Errors as
@@ -291,20 +307,21 @@ Result<Walked> WalkToNthWithRoomWithin(KeyOrder& order, uint32_t factor_percent,
       return Walked{walk.owner(), i, false, walk.BoundOf(i)};
     }
   } else {
-    // A retry's k-th: the ones passed are kept for a k past their number.
-    thread_local std::vector<size_t> passed;
-    passed.clear();
+    // A retry's k-th. For a k past the number with room, the walk has gone
+    // through the whole order: the passed ones are found again among the
+    // yielded, by the loads it read.
+    size_t passed = 0;
     for (;;) {
       const size_t i = walk.NextWithRoom(view, reads, scratch);
       if (i == kNone) break;
-      if (passed.size() == nth) {
+      if (passed++ == nth) {
         return Walked{walk.owner(), i, false, walk.BoundOf(i)};
       }
-      passed.push_back(i);
     }
-    if (!passed.empty() && !order.error().has_value()) {
-      const size_t i = passed[nth % passed.size()];
-      return Walked{walk.owner(), i, false, walk.BoundOf(i)};
+    if (passed != 0 && !order.error().has_value()) {
+      const size_t i =
+          WithRoomAmongYielded(order, walk, view, nth % passed, scratch);
+      if (i != kNone) return Walked{walk.owner(), i, false, walk.BoundOf(i)};
     }
   }
   if (order.error().has_value()) return *order.error();
