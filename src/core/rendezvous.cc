@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "candidate_hash.h"
 #include "key_order.h"
@@ -275,6 +276,11 @@ class NthByLargestZ {
   NthByLargestZ(size_t n, Admit admit)
       : n_(n), keep_(n + 2), admit_(admit), usable_(n + 2 <= kMaxKept) {}
 
+  // The search will be offered only the z at or above `threshold` (one
+  // weight): it answers only where n + 2 of them are admitted, which then
+  // are the weight's n + 2 largest.
+  void OfferedOnlyFrom(uint64_t threshold) { partial_ = threshold != 0; }
+
   // Candidate i (of `c`) and its z, in any order of i.
   void Offer(const Candidate& c, size_t i, uint64_t z) {
     if (!usable_ || !c.IsEligible() || !admit_(i)) return;
@@ -297,6 +303,7 @@ class NthByLargestZ {
     size_t count = 0;
     for (size_t g = 0; g < weight_count_; ++g) {
       const LargestZs& w = weights_[g];
+      if (partial_ && w.size < keep_) return std::nullopt;
       if (w.size == keep_ && !internal::Separated(w.z[n_], w.z[n_ + 1])) {
         return std::nullopt;
       }
@@ -317,6 +324,7 @@ class NthByLargestZ {
   size_t keep_;
   Admit admit_;
   bool usable_;
+  bool partial_ = false;
   LargestZs weights_[internal::kMaxGroups];
   size_t weight_count_ = 0;
 };
@@ -337,6 +345,29 @@ void OfferEveryZ(const KeyHash& hash, const std::vector<Candidate>& candidates,
   }
 }
 
+// OfferEveryZ for searches that were told OfferedOnlyFrom(threshold): one
+// pass, each block's z at or above `threshold` listed by one vector compare
+// (about SurvivorThreshold's quota of them reach it), only those offered.
+template <typename... Searches>
+void OfferZFrom(const KeyHash& hash, const std::vector<Candidate>& candidates,
+                const IdentityTable& table, uint64_t threshold,
+                Searches&... searches) {
+  const IdentityTable::KeyRow row = table.ForKey(hash.state());
+  constexpr size_t kBlock = 64;
+  uint64_t z[kBlock];
+  size_t listed[kBlock];
+  for (size_t begin = 0; begin < candidates.size(); begin += kBlock) {
+    const size_t end = std::min(candidates.size(), begin + kBlock);
+    internal::TableMixedRange(row, begin, end, z);
+    const size_t count = internal::ListZInRange(z, end - begin, threshold,
+                                                0 - threshold, listed);
+    for (size_t k = 0; k < count; ++k) {
+      const size_t i = begin + listed[k];
+      (searches.Offer(candidates[i], i, z[listed[k]]), ...);
+    }
+  }
+}
+
 // The search's answer, or the exact ranks' where it has none.
 template <typename Admit>
 size_t AnswerOf(const NthByLargestZ<Admit>& search, const KeyHash& hash,
@@ -347,6 +378,37 @@ size_t AnswerOf(const NthByLargestZ<Admit>& search, const KeyHash& hash,
 }
 
 constexpr auto kAdmitAll = [](size_t) { return true; };
+
+// The owner and the (k + 1)-th that `admit` allows, from one hashing pass.
+// On one weight (`one_weight`) a long list's pass offers only the largest
+// z, those that a threshold about kSurvivorQuota per candidate asked for
+// lets through: both answers are almost always among them. Where they are
+// not, the pass is made again with every z.
+template <typename Admit>
+std::pair<size_t, size_t> OwnerAndNth(const KeyHash& hash,
+                                      const std::vector<Candidate>& candidates,
+                                      const IdentityTable& table, size_t k,
+                                      Admit admit, bool one_weight) {
+  const uint64_t threshold =
+      one_weight ? internal::SurvivorThreshold(
+                       candidates.size(), internal::kSurvivorQuota * (k + 2))
+                 : 0;
+  if (threshold != 0) {
+    NthByLargestZ first(0, kAdmitAll);
+    NthByLargestZ nth(k, admit);
+    first.OfferedOnlyFrom(threshold);
+    nth.OfferedOnlyFrom(threshold);
+    OfferZFrom(hash, candidates, table, threshold, first, nth);
+    const std::optional<size_t> owner = first.Answer();
+    const std::optional<size_t> chosen = nth.Answer();
+    if (owner.has_value() && chosen.has_value()) return {*owner, *chosen};
+  }
+  NthByLargestZ first(0, kAdmitAll);
+  NthByLargestZ nth(k, admit);
+  OfferEveryZ(hash, candidates, table, first, nth);
+  return {AnswerOf(first, hash, candidates, table, 0, kAdmitAll),
+          AnswerOf(nth, hash, candidates, table, k, admit)};
+}
 
 }  // namespace
 
@@ -392,15 +454,9 @@ Result<Decision> BoundedLoadRendezvous::DecideNthOnLoads(
   }
   // A factor >= 100 leaves one with room: the capacities sum past L.
   if (with_room == 0) return PickError::kNoEligibleCandidates;  // unreachable
-  // The owner and the choice from one hashing pass.
-  const KeyHash hash(key);
-  NthByLargestZ first(0, kAdmitAll);
-  NthByLargestZ nth(n % with_room, has_room);
-  OfferEveryZ(hash, candidates, table, first, nth);
-  const size_t affinity =
-      AnswerOf(first, hash, candidates, table, 0, kAdmitAll);
-  const size_t selection =
-      AnswerOf(nth, hash, candidates, table, n % with_room, has_room);
+  const auto [affinity, selection] =
+      OwnerAndNth(KeyHash(key), candidates, table, n % with_room, has_room,
+                  sums.value().one_weight != 0);
   return Decision{
       affinity, selection, affinity != selection, loads[selection],
       BoundFor(total_load, candidates[selection].weight, total_weight)

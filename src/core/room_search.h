@@ -48,12 +48,18 @@ namespace poise::internal {
 struct Sums {
   uint64_t total_load;
   uint64_t total_weight;
+  // The eligible candidates' weight where they all have one; else 0.
+  uint32_t one_weight;
 };
 inline Result<Sums> SumInOrder(const std::vector<Candidate>& candidates,
                                const uint64_t* loads) {
-  Sums sums{0, 0};
+  Sums sums{0, 0, 0};
+  bool first = true;
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (!candidates[i].IsEligible()) continue;
+    const uint32_t w = candidates[i].weight;
+    sums.one_weight = first || w == sums.one_weight ? w : 0;
+    first = false;
     if (__builtin_add_overflow(sums.total_load, loads[i], &sums.total_load)) {
       return PickError::kLoadOverflow;
     }

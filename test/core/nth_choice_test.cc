@@ -162,6 +162,66 @@ TEST(DecideNth, IsTheContractsOrderOfBackendsWithRoom) {
   }
 }
 
+// One weight over long lists, where DecideNth offers its searches only the
+// largest z (a threshold): some backends ineligible, a share of them full
+// (up to nearly all, so that fewer than k + 2 of the listed have room and
+// the pass is made again), each k against the contract's order of those with
+// room.
+TEST(DecideNth, OnOneWeightOfALongListIsTheContractsOrder) {
+  std::mt19937 rng(17);
+  DecisionScratch scratch;
+  size_t checked = 0;
+  for (const size_t n : {size_t{49}, size_t{64}, size_t{100}, size_t{1000}}) {
+    for (const int full_percent : {0, 30, 90, 99}) {
+      std::vector<contract::LoadedCandidate> b;
+      for (size_t i = 0; i < n; ++i) {
+        const bool full = static_cast<int>(rng() % 100) < full_percent;
+        b.push_back({"pod-" + std::to_string(i), 3,
+                     full ? uint64_t{1000} : rng() % 3, rng() % 10 != 0});
+      }
+      const std::vector<Candidate> c = View(b);
+      const IdentityTable table(c);
+      const auto load = [&](size_t i) { return b[i].load; };
+      uint64_t total_load = 0;
+      uint64_t total_weight = 0;
+      for (const auto& x : b) {
+        if (x.eligible) {
+          total_load += x.load;
+          total_weight += x.weight;
+        }
+      }
+      for (int k = 0; k < 8; ++k) {
+        const std::string key = "long-" + std::to_string(k);
+        const auto factor = static_cast<uint32_t>(100 + rng() % 120);
+        const auto policy = BoundedLoadRendezvous::Create(factor).value();
+        const Result<contract::Decision> first =
+            contract::Decide(key, b, factor);
+        ASSERT_TRUE(first.ok());
+        std::vector<size_t> with_room;
+        for (const contract::Ranked& r : contract::Order(key, b)) {
+          if (b[r.index].load < contract::Capacity(factor, total_load,
+                                                   b[r.index].weight,
+                                                   total_weight)) {
+            with_room.push_back(r.index);
+          }
+        }
+        for (const size_t nth : {size_t{0}, size_t{1}, size_t{2}, size_t{5},
+                                 with_room.size() + 1}) {
+          const Result<Decision> got =
+              policy.DecideNth(key, c, table, load, nth, scratch);
+          ASSERT_TRUE(got.ok());
+          const size_t want = with_room[nth % with_room.size()];
+          EXPECT_EQ(got.value().selection, want)
+              << key << " n " << n << " full " << full_percent << " k " << nth;
+          EXPECT_EQ(got.value().affinity, first.value().affinity);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4u * 4u * 8u * 5u);
+}
+
 TEST(DecideNth, SamplesEachEligibleLoadOnce) {
   const std::vector<Candidate> c = {{"a", 1}, {"b", 2, false}, {"c", 3}};
   const IdentityTable table(c);
