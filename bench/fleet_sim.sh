@@ -8,6 +8,8 @@
 # (FLEET with admission at the backends, issue 39) against its goals: peak
 # <= B + 1, time-averaged maximum <= 1.05 B, refused <= 3 % of calls, 0
 # failed after the last attempt, owner share within 2 points of IDEAL's.
+# "IDEAL freed": the calls that ended on a backend at its bound, per call
+# started (room every client may ask for at once; docs/fleet-bounds.md).
 #   bench/fleet_sim.sh [poise-sim]    (default: build/tools/poise-sim)
 #   DURATION=T SEEDS="1 2"            simulated call times per run, seeds
 #   WARMUP=T                          call times not measured (default 1100:
@@ -21,11 +23,11 @@ duration=${DURATION:-100}
 warmup=${WARMUP:-1100}
 seeds=${SEEDS:-1}
 
-printf '%-12s %-9s %3s  %-22s %-22s %-22s %-22s %-30s %-22s %-16s %s\n' \
+printf '%-12s %-9s %3s  %-22s %-22s %-22s %-22s %-30s %-22s %-16s %-14s %s\n' \
   "C x k, n" reports B "LOCAL peak/avg/owner" "FLEET peak/avg/owner" \
   "IDEAL peak/avg/owner" "PLAIN peak/avg/owner" \
   "FLEET goals (avg, peak, owner)" "ADMIT peak/avg/owner" "refused/failed" \
-  "ADMIT goals (peak, avg, refused, failed, owner)"
+  "IDEAL freed" "ADMIT goals (peak, avg, refused, failed, owner)"
 for config in "16 1 5" "100 2 50" "1000 1 100" "1000 4 100"; do
   read -r c k n <<<"$config"
   for oob in 0 0.1 1; do
@@ -35,7 +37,8 @@ for config in "16 1 5" "100 2 50" "1000 1 100" "1000 4 100"; do
         awk -F, -v label="$c x $k, $n" -v oob="$oob" '
           NR == 1 { next }
           { peak[$1] = $7; avg[$1] = $8; owner[$1] = $12; bound = $6
-            if ($1 == "ADMIT") { refused = $14; failed = $15 } }
+            if ($1 == "ADMIT") { refused = $14; failed = $15 }
+            if ($1 == "IDEAL") freed = $16 }
           END {
             reports = oob == 0 ? "per-call" : "oob " oob
             printf "%-12s %-9s %3d ", label, reports, bound
@@ -54,6 +57,7 @@ for config in "16 1 5" "100 2 50" "1000 1 100" "1000 4 100"; do
                    100 * owner["ADMIT"]
             share = 100 * refused
             printf " %5.2f%%/%-8d ", share, failed
+            printf " %5.1f%%        ", 100 * freed
             a_peak = peak["ADMIT"] <= bound + 1
             a_avg = avg["ADMIT"] <= 1.05 * bound
             a_refused = share <= 3

@@ -285,8 +285,10 @@ TEST(PoiseSim, CsvHasTwoSectionsWithTheRightColumnsAndValues) {
 // every call time, where two rules that passed every router test drained the
 // owners (a pick that asked every backend: 10.9 %; a room aged by the report
 // before it: 8.2 %), its owner share within 5 points of IDEAL's, and its
-// busiest backend well below LOCAL's (each client's own counts). The
-// simulation is seeded: the same figures on every host.
+// busiest backend well below LOCAL's (each client's own counts). And the
+// room a full backend frees is a large share of the calls (what bounds how
+// few refusals admission at the backend can reach: docs/fleet-bounds.md).
+// The simulation is seeded: the same figures on every host.
 TEST(PoiseSim, FleetKeepsKeysAtTheirOwnersWithOutOfBandReports) {
   const Output r = RunSim(
       "--fleet --clients 100 --calls 2 --backends 50 --oob 1 --duration 100 "
@@ -295,7 +297,7 @@ TEST(PoiseSim, FleetKeepsKeysAtTheirOwnersWithOutOfBandReports) {
   std::map<std::string, std::vector<std::string>> rows;
   for (const std::string& line : Split(r.out, '\n')) {
     const std::vector<std::string> f = Split(line, ',');
-    if (f.size() == 15) rows[f[0]] = f;
+    if (f.size() == 16) rows[f[0]] = f;
   }
   ASSERT_EQ(rows.count("FLEET"), 1u) << r.out;
   ASSERT_EQ(rows.count("IDEAL"), 1u) << r.out;
@@ -307,6 +309,9 @@ TEST(PoiseSim, FleetKeepsKeysAtTheirOwnersWithOutOfBandReports) {
   EXPECT_GT(fleet_owner, ideal_owner - 0.05) << r.out;
   EXPECT_LT(std::stod(rows["FLEET"][7]), std::stod(rows["LOCAL"][7]) / 2)
       << r.out;
+  ASSERT_EQ(rows["mode"][15], "freed_at_bound_share") << r.out;
+  EXPECT_GT(std::stod(rows["IDEAL"][15]), 0.3) << r.out;
+  EXPECT_LE(std::stod(rows["IDEAL"][15]), 1.0) << r.out;
 }
 
 // poise-sim --zones (issue 38): an outage moves only the failed zone's

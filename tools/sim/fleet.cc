@@ -39,8 +39,9 @@ constexpr char kFleetUsage[] =
     "  one hot key (the same in every client); the rest Zipf keys. Times are\n"
     "  in mean call times. For each way of counting the loads it prints the\n"
     "  backends' load over the global bound ceil(f C k w / (100 W)): the peak\n"
-    "  and the time-averaged maximum, the spill rate and the share of calls\n"
-    "  served by their key's owner:\n"
+    "  and the time-averaged maximum, the spill rate, the share of calls\n"
+    "  served by their key's owner, and the calls that ended on a backend at\n"
+    "  its bound (room every client may ask for at once), per call started:\n"
     "    LOCAL  each client bounds its own calls (without serverLoad)\n"
     "    FLEET  serverLoad: the backends' reports, per call and out of band\n"
     "    IDEAL  one instantaneous view of every backend's load\n"
@@ -268,6 +269,9 @@ struct Outcome {
   bool peak_within = true;  // every load <= 1.25 bound + 1
   uint64_t refused = 0;     // ADMIT: attempts refused, of those calls
   uint64_t failed = 0;      // ADMIT: calls refused at every attempt
+  // Calls that ended on a backend at or past its global bound: each frees
+  // room that every client may ask for at once (IDEAL fills it at once).
+  uint64_t freed_at_bound = 0;
 };
 
 // ADMIT: gRPC's cap on a call's attempts (maxAttempts 5).
@@ -667,6 +671,9 @@ class Fleet final {
   void EndCall(const EndEvent& e, double now) {
     Client& c = clients_[e.client];
     const size_t b = e.backend;
+    if (now >= o_.warmup && static_cast<double>(load_[b]) >= global_bound_[b]) {
+      ++outcome_.freed_at_bound;
+    }
     // The per-call report: the backend's count as the call ends (the call
     // itself still counted), against the client's own then (also with it).
     c.reported[b] = load_[b];
@@ -726,7 +733,8 @@ void PrintHeader(const FleetOptions& o, double bound) {
   if (o.csv) {
     std::printf(
         "mode,clients,calls,backends,oob,bound,peak,avg_max,peak_ratio,"
-        "avg_max_ratio,spill,owner_share,peak_within,refused_share,failed\n");
+        "avg_max_ratio,spill,owner_share,peak_within,refused_share,failed,"
+        "freed_at_bound_share\n");
     return;
   }
   std::printf(
@@ -737,28 +745,34 @@ void PrintHeader(const FleetOptions& o, double bound) {
       o.exponential ? "exponential" : "fixed",
       o.oob > 0 ? "per-call and out-of-band reports" : "per-call reports only",
       bound);
-  std::printf("%-6s %8s %8s %10s %10s %7s %12s\n", "mode", "peak", "avg max",
-              "peak/B", "avg max/B", "spill", "owner share");
+  std::printf("%-6s %8s %8s %10s %10s %7s %12s %15s\n", "mode", "peak",
+              "avg max", "peak/B", "avg max/B", "spill", "owner share",
+              "freed at bound");
 }
 
 void PrintRow(const FleetOptions& o, double bound, Mode mode,
               const Outcome& out) {
-  const double refused_share =
-      out.calls > 0
-          ? static_cast<double>(out.refused) / static_cast<double>(out.calls)
-          : 0.0;
+  const auto per_call = [&out](uint64_t count) {
+    return out.calls > 0
+               ? static_cast<double>(count) / static_cast<double>(out.calls)
+               : 0.0;
+  };
+  const double refused_share = per_call(out.refused);
+  const double freed_share = per_call(out.freed_at_bound);
   if (o.csv) {
     std::printf("%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64
-                ",%g,%.0f,%.2f,%.2f,%.3f,%.3f,%.4f,%.4f,%d,%.4f,%" PRIu64 "\n",
+                ",%g,%.0f,%.2f,%.2f,%.3f,%.3f,%.4f,%.4f,%d,%.4f,%" PRIu64
+                ",%.4f\n",
                 ModeName(mode), o.clients, o.calls, o.backends, o.oob, bound,
                 out.peak * bound, out.avg_max * bound, out.peak, out.avg_max,
                 out.spill, 1 - out.spill, out.peak_within ? 1 : 0,
-                refused_share, out.failed);
+                refused_share, out.failed, freed_share);
     return;
   }
-  std::printf("%-6s %8.1f %8.2f %10.2f %10.3f %6.1f%% %11.1f%%", ModeName(mode),
-              out.peak * bound, out.avg_max * bound, out.peak, out.avg_max,
-              100 * out.spill, 100 * (1 - out.spill));
+  std::printf("%-6s %8.1f %8.2f %10.2f %10.3f %6.1f%% %11.1f%% %14.1f%%",
+              ModeName(mode), out.peak * bound, out.avg_max * bound, out.peak,
+              out.avg_max, 100 * out.spill, 100 * (1 - out.spill),
+              100 * freed_share);
   if (mode == Mode::kAdmit) {
     std::printf("  refused %.2f%% of %" PRIu64 " calls, %" PRIu64 " failed",
                 100 * refused_share, out.calls, out.failed);
