@@ -108,6 +108,38 @@ TEST(PickNth, Errors) {
             0u);
 }
 
+// The eligible backends' loads and weights, summed.
+struct Totals {
+  uint64_t load = 0;
+  uint64_t weight = 0;
+};
+Totals EligibleTotals(const std::vector<contract::LoadedCandidate>& b) {
+  Totals t;
+  for (const auto& x : b) {
+    if (x.eligible) {
+      t.load += x.load;
+      t.weight += x.weight;
+    }
+  }
+  return t;
+}
+
+// The backends with room under the contract's capacities over the eligible
+// ones, in the key's contract order.
+std::vector<size_t> WithRoomInOrder(
+    const std::string& key, const std::vector<contract::LoadedCandidate>& b,
+    uint32_t factor) {
+  const Totals t = EligibleTotals(b);
+  std::vector<size_t> with_room;
+  for (const contract::Ranked& r : contract::Order(key, b)) {
+    if (b[r.index].load <
+        contract::Capacity(factor, t.load, b[r.index].weight, t.weight)) {
+      with_room.push_back(r.index);
+    }
+  }
+  return with_room;
+}
+
 TEST(DecideNth, IsTheContractsOrderOfBackendsWithRoom) {
   std::mt19937 rng(91);
   DecisionScratch scratch;
@@ -118,24 +150,8 @@ TEST(DecideNth, IsTheContractsOrderOfBackendsWithRoom) {
     const std::string key = "k" + std::to_string(trial);
     const uint32_t factor = 100 + static_cast<uint32_t>(rng() % 120);
     const auto policy = BoundedLoadRendezvous::Create(factor).value();
-    const std::vector<contract::Ranked> order = contract::Order(key, b);
-    // The contract's capacities over the eligible backends.
-    uint64_t total_load = 0;
-    uint64_t total_weight = 0;
-    for (const auto& x : b) {
-      if (x.eligible) {
-        total_load += x.load;
-        total_weight += x.weight;
-      }
-    }
-    std::vector<size_t> with_room;
-    for (const contract::Ranked& r : order) {
-      if (b[r.index].load < contract::Capacity(factor, total_load,
-                                               b[r.index].weight,
-                                               total_weight)) {
-        with_room.push_back(r.index);
-      }
-    }
+    const Totals totals = EligibleTotals(b);
+    const std::vector<size_t> with_room = WithRoomInOrder(key, b, factor);
     const auto load = [&](size_t i) { return b[i].load; };
     const Result<contract::Decision> first = contract::Decide(key, b, factor);
     for (size_t n = 0; n < 2 * b.size() + 1; ++n) {
@@ -152,9 +168,9 @@ TEST(DecideNth, IsTheContractsOrderOfBackendsWithRoom) {
       EXPECT_EQ(got.value().affinity, first.value().affinity);
       EXPECT_EQ(got.value().spilled, want != first.value().affinity);
       EXPECT_EQ(got.value().selected_load, b[want].load);
-      EXPECT_TRUE(
-          got.value().selected_capacity ==
-          contract::Capacity(factor, total_load, b[want].weight, total_weight));
+      EXPECT_TRUE(got.value().selected_capacity ==
+                  contract::Capacity(factor, totals.load, b[want].weight,
+                                     totals.weight));
       if (n == 0) {
         EXPECT_EQ(got.value().selection, first.value().selection);
       }
@@ -182,14 +198,6 @@ TEST(DecideNth, OnOneWeightOfALongListIsTheContractsOrder) {
       const std::vector<Candidate> c = View(b);
       const IdentityTable table(c);
       const auto load = [&](size_t i) { return b[i].load; };
-      uint64_t total_load = 0;
-      uint64_t total_weight = 0;
-      for (const auto& x : b) {
-        if (x.eligible) {
-          total_load += x.load;
-          total_weight += x.weight;
-        }
-      }
       for (int k = 0; k < 8; ++k) {
         const std::string key = "long-" + std::to_string(k);
         const auto factor = static_cast<uint32_t>(100 + rng() % 120);
@@ -197,14 +205,7 @@ TEST(DecideNth, OnOneWeightOfALongListIsTheContractsOrder) {
         const Result<contract::Decision> first =
             contract::Decide(key, b, factor);
         ASSERT_TRUE(first.ok());
-        std::vector<size_t> with_room;
-        for (const contract::Ranked& r : contract::Order(key, b)) {
-          if (b[r.index].load < contract::Capacity(factor, total_load,
-                                                   b[r.index].weight,
-                                                   total_weight)) {
-            with_room.push_back(r.index);
-          }
-        }
+        const std::vector<size_t> with_room = WithRoomInOrder(key, b, factor);
         for (const size_t nth : {size_t{0}, size_t{1}, size_t{2}, size_t{5},
                                  with_room.size() + 1}) {
           const Result<Decision> got =
