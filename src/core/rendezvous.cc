@@ -299,6 +299,11 @@ class NthByLargestZ {
 
   std::optional<size_t> Answer() const {
     if (!usable_) return std::nullopt;
+    if (weight_count_ == 1) {
+      if (const std::optional<size_t> found = AnswerByZ(weights_[0])) {
+        return found;
+      }
+    }
     Rank ranked[internal::kMaxGroups * (kMaxKept - 1)];
     size_t count = 0;
     for (size_t g = 0; g < weight_count_; ++g) {
@@ -320,6 +325,17 @@ class NthByLargestZ {
   }
 
  private:
+  // One weight: where each of its n + 1 largest z is separated from the
+  // next, the order of z is the contract's, no score needed; nullopt
+  // otherwise (the scores decide).
+  std::optional<size_t> AnswerByZ(const LargestZs& w) const {
+    if (w.size <= n_ || (partial_ && w.size < keep_)) return std::nullopt;
+    for (size_t j = 0; j + 1 < w.size && j <= n_; ++j) {
+      if (!internal::Separated(w.z[j], w.z[j + 1])) return std::nullopt;
+    }
+    return w.index[n_];
+  }
+
   size_t n_;
   size_t keep_;
   Admit admit_;
