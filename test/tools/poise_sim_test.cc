@@ -287,7 +287,7 @@ TEST(PoiseSim, CsvHasTwoSectionsWithTheRightColumnsAndValues) {
 // before it: 8.2 %), its owner share within 5 points of IDEAL's, and its
 // busiest backend well below LOCAL's (each client's own counts). And the
 // room a full backend frees is a large share of the calls (what bounds how
-// few refusals admission at the backend can reach: docs/fleet-bounds.md).
+// few refusals admission at the backend can reach: docs/sim-results.md).
 // The simulation is seeded: the same figures on every host.
 TEST(PoiseSim, FleetKeepsKeysAtTheirOwnersWithOutOfBandReports) {
   const Output r = RunSim(
