@@ -446,16 +446,12 @@ Result<Decision> BoundedLoadRendezvous::DecideNthOnLoads(
     std::string_view key, const std::vector<Candidate>& candidates,
     const IdentityTable& table, const uint64_t* loads, size_t n) const {
   if (candidates.empty()) return PickError::kEmpty;
-  // The contract's errors (K8), in its order.
-  bool any_eligible = false;
-  for (const Candidate& c : candidates) any_eligible |= c.IsEligible();
-  if (!any_eligible) return PickError::kNoEligibleCandidates;
+  // The contract's errors (K8), in its order: with none eligible the sums
+  // add nothing (no overflow) and W is 0.
   const Result<internal::Sums> sums = internal::SumInOrder(candidates, loads);
   if (!sums.ok()) return sums.error();
   const uint64_t total_load = sums.value().total_load;
   const uint64_t total_weight = sums.value().total_weight;
-  // Unreachable (an eligible candidate has a weight), but the capacity
-  // divides by it.
   if (total_weight == 0) return PickError::kNoEligibleCandidates;
   internal::WalkBounds bounds(factor_percent_, total_load, total_weight);
   const auto has_room = [&](size_t i) {
