@@ -345,25 +345,10 @@ class NthByLargestZ {
   size_t weight_count_ = 0;
 };
 
-// One hashing pass over the candidates, every z offered to each search.
-template <typename... Searches>
-void OfferEveryZ(const KeyHash& hash, const std::vector<Candidate>& candidates,
-                 const IdentityTable& table, Searches&... searches) {
-  const IdentityTable::KeyRow row = table.ForKey(hash.state());
-  constexpr size_t kBlock = 64;
-  uint64_t z[kBlock];
-  for (size_t begin = 0; begin < candidates.size(); begin += kBlock) {
-    const size_t end = std::min(candidates.size(), begin + kBlock);
-    internal::TableMixedRange(row, begin, end, z);
-    for (size_t i = begin; i < end; ++i) {
-      (searches.Offer(candidates[i], i, z[i - begin]), ...);
-    }
-  }
-}
-
-// OfferEveryZ for searches that were told OfferedOnlyFrom(threshold): one
-// pass, each block's z at or above `threshold` listed by one vector compare
-// (about SurvivorThreshold's quota of them reach it), only those offered.
+// One hashing pass over the candidates, each z at or above `threshold`
+// offered to each search: every z for threshold 0; else (searches told
+// OfferedOnlyFrom(threshold)) each block's listed by one vector compare,
+// about SurvivorThreshold's quota of them.
 template <typename... Searches>
 void OfferZFrom(const KeyHash& hash, const std::vector<Candidate>& candidates,
                 const IdentityTable& table, uint64_t threshold,
@@ -375,6 +360,12 @@ void OfferZFrom(const KeyHash& hash, const std::vector<Candidate>& candidates,
   for (size_t begin = 0; begin < candidates.size(); begin += kBlock) {
     const size_t end = std::min(candidates.size(), begin + kBlock);
     internal::TableMixedRange(row, begin, end, z);
+    if (threshold == 0) {
+      for (size_t i = begin; i < end; ++i) {
+        (searches.Offer(candidates[i], i, z[i - begin]), ...);
+      }
+      continue;
+    }
     const size_t count = internal::ListZInRange(z, end - begin, threshold,
                                                 0 - threshold, listed);
     for (size_t k = 0; k < count; ++k) {
@@ -421,7 +412,7 @@ std::pair<size_t, size_t> OwnerAndNth(const KeyHash& hash,
   }
   NthByLargestZ first(0, kAdmitAll);
   NthByLargestZ nth(k, admit);
-  OfferEveryZ(hash, candidates, table, first, nth);
+  OfferZFrom(hash, candidates, table, 0, first, nth);
   return {AnswerOf(first, hash, candidates, table, 0, kAdmitAll),
           AnswerOf(nth, hash, candidates, table, k, admit)};
 }
@@ -438,7 +429,7 @@ Result<size_t> WeightedRendezvous::PickNth(
   if (eligible == 0) return PickError::kNoEligibleCandidates;
   const KeyHash hash(key);
   NthByLargestZ nth(n % eligible, kAdmitAll);
-  OfferEveryZ(hash, candidates, table, nth);
+  OfferZFrom(hash, candidates, table, 0, nth);
   return AnswerOf(nth, hash, candidates, table, n % eligible, kAdmitAll);
 }
 

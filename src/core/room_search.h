@@ -54,12 +54,11 @@ struct Sums {
 inline Result<Sums> SumInOrder(const std::vector<Candidate>& candidates,
                                const uint64_t* loads) {
   Sums sums{0, 0, 0};
-  bool first = true;
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (!candidates[i].IsEligible()) continue;
+    // W is still 0 at the first eligible (an eligible weight is not 0).
     const uint32_t w = candidates[i].weight;
-    sums.one_weight = first || w == sums.one_weight ? w : 0;
-    first = false;
+    sums.one_weight = sums.total_weight == 0 || w == sums.one_weight ? w : 0;
     if (__builtin_add_overflow(sums.total_load, loads[i], &sums.total_load)) {
       return PickError::kLoadOverflow;
     }
