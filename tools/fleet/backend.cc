@@ -16,7 +16,7 @@
 // ends its ORCA streams, shuts down (1 s deadline) and prints one JSON line:
 //   {"address":..,"calls":..,"window_calls":..,"window_hot_calls":..,
 //    "peak":..,"avg":..,"window_s":..,"in_flight":..,"refused":..,
-//    "unparsed":..,"bound_headers":..}
+//    "unparsed":..,"bound_headers":..,"max_bound":..}
 // The window is [window-start-ms, window-start-ms + window-ms] on the system
 // clock (milliseconds since the epoch), so that processes started apart agree
 // on it; without --window-start-ms it is from the start to the signal.
@@ -42,8 +42,9 @@
 // returns at once (poise::CallRefused), unmeasured. --refuse-all COUNT
 // answers every call as a refusal at COUNT calls would (RESOURCE_EXHAUSTED,
 // "poise-refused count=COUNT ..."), without the library's admission: for a
-// client's handling of refusals. "bound_headers" counts the calls that
-// carried poise-bound.
+// client's handling of refusals. "bound_headers" counts the served calls that
+// carried poise-bound, "max_bound" is the largest bound among them (0: none):
+// with admission no backend serves more calls at once than that.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/rpc_service_method.h>
 #include <grpcpp/support/method_handler.h>
@@ -70,6 +71,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "echo.grpc.pb.h"
 #include "poise/load_reports.h"
 #include "src/server/orca_wire.h"
@@ -153,7 +155,7 @@ class Concurrency {
   // Ends the window at `end_us` if it is still open (a signal before its
   // end) and prints the JSON line.
   void Print(const std::string& address, int64_t refused, int64_t unparsed,
-             uint64_t bound_headers) {
+             uint64_t bound_headers, int64_t max_bound) {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t now = NowUs();
     Advance(now);
@@ -164,10 +166,10 @@ class Concurrency {
                 ",\"window_calls\":%" PRIu64 ",\"window_hot_calls\":%" PRIu64
                 ",\"peak\":%d,\"avg\":%.4f,\"window_s\":%.3f,\"in_flight\":%d"
                 ",\"refused\":%" PRId64 ",\"unparsed\":%" PRId64
-                ",\"bound_headers\":%" PRIu64 "}\n",
+                ",\"bound_headers\":%" PRIu64 ",\"max_bound\":%" PRId64 "}\n",
                 address.c_str(), calls_, window_calls_, window_hot_calls_,
                 peak_, avg, static_cast<double>(length) / 1e6, level_, refused,
-                unparsed, bound_headers);
+                unparsed, bound_headers, max_bound);
     std::fflush(stdout);
   }
 
@@ -225,6 +227,7 @@ class Service final : public poise::example::Echo::Service {
 
   void set_address(std::string address) { address_ = std::move(address); }
   uint64_t bound_headers() const { return bound_headers_.load(); }
+  int64_t max_bound() const { return max_bound_.load(); }
 
   grpc::Status Echo(grpc::ServerContext* context,
                     const poise::example::EchoRequest* request,
@@ -234,7 +237,17 @@ class Service final : public poise::example::Echo::Service {
       return {grpc::StatusCode::RESOURCE_EXHAUSTED, "refused"};
     }
     const auto& metadata = context->client_metadata();
-    if (metadata.count(poise::kBoundHeader) > 0) bound_headers_.fetch_add(1);
+    if (auto it = metadata.find(poise::kBoundHeader); it != metadata.end()) {
+      bound_headers_.fetch_add(1);
+      int64_t bound = 0;
+      if (absl::SimpleAtoi(
+              absl::string_view(it->second.data(), it->second.size()),
+              &bound)) {
+        int64_t seen = max_bound_.load();
+        while (bound > seen && !max_bound_.compare_exchange_weak(seen, bound)) {
+        }
+      }
+    }
     if (options_.refuse_all >= 0) {
       return {grpc::StatusCode::RESOURCE_EXHAUSTED,
               absl::StrCat(poise::kRefusalPrefix, options_.refuse_all,
@@ -282,6 +295,7 @@ class Service final : public poise::example::Echo::Service {
   std::string garbage_;
   std::string address_;
   std::atomic<uint64_t> bound_headers_{0};
+  std::atomic<int64_t> max_bound_{0};
 };
 
 // The lying out-of-band stream of --lie, on a sync handler: one server thread
@@ -503,6 +517,6 @@ int main(int argc, char** argv) {
   server->Wait();
   concurrency.Print(address, reports ? reports->calls_refused() : 0,
                     reports ? reports->bounds_unparsed() : 0,
-                    service.bound_headers());
+                    service.bound_headers(), service.max_bound());
   return 0;
 }
