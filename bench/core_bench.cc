@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -448,16 +449,32 @@ struct ThreadCpuClock {
   }
 };
 
+// Waits for every instruction before it to finish before any after it
+// starts. In a tight loop the CPU overlaps one pick's key hashing (a chain of
+// dependent multiplies) with the last pick's tail; in a call a pick follows
+// thousands of the call's own instructions, never another pick.
+inline void WaitForEarlierInstructions() {
+#if defined(__x86_64__)
+  __builtin_ia32_lfence();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("isb" ::: "memory");
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
 // Rotating timed blocks of the same keys: each iteration runs every one of
 // `runs` on kPairedBlock keys, the order rotated from one iteration to the
 // next, so that all see the same memory and the same drifts of the machine's
 // speed (the development VMs drift by several percent between runs).
-// Returns each run's CPU ns per call.
+// Returns each run's CPU ns per call. `fenced`: each call waits for the one
+// before it (WaitForEarlierInstructions), so each counts its own latency.
 constexpr size_t kPairedBlock = 64;
 template <size_t kRuns>
 std::array<double, kRuns> PairedRuns(
     benchmark::State& state,
-    const std::array<std::function<void(const std::string&)>, kRuns>& runs) {
+    const std::array<std::function<void(const std::string&)>, kRuns>& runs,
+    bool fenced = false) {
   using Clock = ThreadCpuClock;
   const auto& keys = Keys();
   std::array<Clock::duration, kRuns> spent{};
@@ -468,6 +485,7 @@ std::array<double, kRuns> PairedRuns(
       const auto t = Clock::now();
       for (size_t j = 0; j < kPairedBlock; ++j) {
         runs[r](keys[(k + j) % kKeyPool]);
+        if (fenced) WaitForEarlierInstructions();
       }
       spent[r] += Clock::now() - t;
     }
@@ -553,7 +571,7 @@ void BM_PairedSaturated(benchmark::State& state) {
   struct CounterView {
     const std::vector<const poise::InFlightCounter*>& counters;
     uint64_t Load(size_t i) const { return counters[i]->Load(); }
-    static bool Admits(size_t) { return true; }
+    static bool Admits(size_t /*i*/) { return true; }
   } view{counters.view};
   const auto walked = [&](poise::internal::Reads reads) {
     return [&, reads](const std::string& key) {
@@ -609,8 +627,9 @@ std::vector<poise::InFlightCounter*> FillHalf(
 // (NEXT_CHOICE, one previous attempt), idle and with half the backends at
 // their bound; the ring. The channels list the same identities, so they
 // share one table (a second table in the same rotation would evict this
-// one's rows between blocks at n = 1000).
-void BM_PairedPicker(benchmark::State& state) {
+// one's rows between blocks at n = 1000). `fenced`: each pick's latency
+// (PairedRuns).
+void PairedPicker(benchmark::State& state, bool fenced) {
   const auto n = static_cast<size_t>(state.range(0));
   const auto one = [](size_t) { return 1; };
   poise::router::Config bounded;
@@ -632,13 +651,30 @@ void BM_PairedPicker(benchmark::State& state) {
           picker.Pick(poise::router::PickRequest{key, previous}));
     };
   };
-  const auto ns = PairedRuns<6>(
+  // The floor of any bounded pick that counts calls in flight: the weighted
+  // pick plus the atomics of a slot (its counter's compare-exchange under a
+  // bound, the scope total's increment, and both undone at the call's end),
+  // on counters of their own.
+  poise::InFlightCounter scope_total;
+  poise::InFlightCounter slot_counter(poise::InFlightCounter::kNoLimit,
+                                      &scope_total);
+  const auto weighted_pick = pick(weighted_channel.picker(), 0);
+  const auto ns = PairedRuns<7>(
       state,
-      {pick(weighted_channel.picker(), 0), pick(idle_channel.picker(), 0),
+      {weighted_pick, pick(idle_channel.picker(), 0),
        pick(idle_channel.picker(), 1), pick(half_channel.picker(), 0),
-       pick(half_channel.picker(), 1), [&](const std::string& key) {
+       pick(half_channel.picker(), 1),
+       [&](const std::string& key) {
          benchmark::DoNotOptimize(RingPick(ring, key));
-       }});
+       },
+       [&](const std::string& key) {
+         weighted_pick(key);
+         if (slot_counter.TryAcquireIf(
+                 [](uint64_t count) { return count < UINT64_MAX; })) {
+           slot_counter.Release();
+         }
+       }},
+      fenced);
   for (poise::InFlightCounter* counter : raised) counter->Release();
   state.counters["weighted_ns"] = ns[0];
   state.counters["first_ns"] = ns[1];
@@ -646,10 +682,17 @@ void BM_PairedPicker(benchmark::State& state) {
   state.counters["half_first_ns"] = ns[3];
   state.counters["half_retry_ns"] = ns[4];
   state.counters["ring_ns"] = ns[5];
+  state.counters["slot_floor_ns"] = ns[6];
   state.counters["half_over_unbounded"] = ns[3] / ns[0];
+  state.counters["slot_floor_over_unbounded"] = ns[6] / ns[0];
   state.counters["retry_over_first"] = ns[2] / ns[1];
   state.counters["half_retry_over_first"] = ns[4] / ns[3];
   state.counters["weighted_over_ring"] = ns[0] / ns[5];
+}
+
+void BM_PairedPicker(benchmark::State& state) { PairedPicker(state, false); }
+void BM_PairedPickerFenced(benchmark::State& state) {
+  PairedPicker(state, true);
 }
 
 // The public API over an IdentityTable, paired on one weight with half the
@@ -806,6 +849,7 @@ BENCHMARK(BM_PairedRatio)->ArgsProduct({{3, 10, 100, 1000}, {50}});
 BENCHMARK(BM_PairedRatioTwoWeights)->ArgsProduct({{3, 10, 100, 1000}, {50}});
 BENCHMARK(BM_PairedPicks)->Apply(Sizes);
 BENCHMARK(BM_PairedPicker)->Apply(Sizes);
+BENCHMARK(BM_PairedPickerFenced)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_PairedApi)->Apply(Sizes);
 BENCHMARK(BM_PairedSaturated)
     ->ArgsProduct({{3, 10, 100, 1000}, {50, 90}, {1, 2}});
@@ -837,8 +881,9 @@ std::string CpuName() {
     value.erase(value.find_last_not_of(" \n") + 1);
     if (model == "?" && l.rfind("model name", 0) == 0) model = value;
     if (family == "?" && l.rfind("cpu family", 0) == 0) family = value;
-    if (l.rfind("flags", 0) == 0)
+    if (l.rfind("flags", 0) == 0) {
       avx512 |= value.find("avx512f") != std::string::npos;
+    }
   }
   std::fclose(f);
   return model + ", cpu family " + family +

@@ -87,6 +87,21 @@ for n in (3, 10, 100, 1000):
     goal(f"one weight: {target} / portable target", n,
          d / p if d and p else None, "{:.2f}x", 1.0, "<= 1x")
 print()
+print("what the half-full ratio is made of: the weighted pick plus a slot's "
+      "atomics (its counter's compare-exchange, the scope total's increment, "
+      "both undone), over the weighted pick; and the ratio with each pick "
+      "fenced (lfence: no pick overlaps the last one's tail, as in a call), "
+      "where the weighted pick no longer hides its key's hashing")
+print("| n | slot's atomics / weighted | weighted ns | weighted ns, fenced "
+      "| half / weighted, fenced | retry / first, fenced |")
+print("|---:" * 6 + "|")
+for n in (10, 100, 1000):
+    fenced = lambda key: c(f"BM_PairedPickerFenced/{n}", key)
+    print(f"| {n} | {f(engine(n, 'slot_floor_over_unbounded'), '{:.2f}x')} "
+          f"| {f(engine(n, 'weighted_ns'))} | {f(fenced('weighted_ns'))} "
+          f"| {f(fenced('half_over_unbounded'), '{:.2f}x')} "
+          f"| {f(fenced('retry_over_first'), '{:.2f}x')} |")
+print()
 print("the picker's picks (paired ns, one weight): weighted, bounded first "
       "attempt and retry idle and with half the backends at their bound, "
       "the ring; the public API over an IdentityTable")

@@ -48,7 +48,7 @@ double Number(const std::string& line, const std::string& name) {
   const size_t at = line.find(pattern);
   if (at == std::string::npos) return std::nan("");
   const std::string_view value =
-      std::string_view(line).substr(at + pattern.size());
+      std::string_view{line}.substr(at + pattern.size());
   if (value.substr(0, 4) == "true") return 1;
   if (value.substr(0, 5) == "false") return 0;
   return std::strtod(value.data(), nullptr);  // the line's NUL ends it
@@ -183,7 +183,7 @@ ModeResult RunFleet(const std::string& mode) {
       "--call-ms",           std::to_string(kCallMs),
       "--window-start-file", window_file,
       "--window-ms",         std::to_string(kWindowMs - kSettleMs)};
-  if (admission) backend_flags.push_back("--admission");
+  if (admission) backend_flags.emplace_back("--admission");
   std::vector<std::vector<std::string>> flags(kBackends, backend_flags);
   if (!backends.Start(flags)) {
     ADD_FAILURE() << "backends did not start";
