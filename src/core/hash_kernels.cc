@@ -454,10 +454,11 @@ HWY_INLINE uint64_t KeptBits(hn::Mask<D> kept) {
 // candidate, or with kBits those whose bit in `bits` is set. Several: group
 // g holds the candidates whose bit is set in its array, bits + g * bytes
 // (bytes = (n + 7) / 8). With kCommon every power is the row's common one
-// (unread). Compiled for each combination, so that the loop carries no test
-// of them. Where survivors.bits is given, it marks z_i >= its threshold
-// for every i < n (one compare a vector, no branch on which lanes).
-template <size_t kGroups, bool kBits, bool kCommon>
+// (unread). With kMarks (survivors.bits given) it marks z_i >= survivors'
+// threshold for every i < n (one compare a vector, no branch on which
+// lanes). Compiled for each combination, so that the loop carries no test
+// of them.
+template <size_t kGroups, bool kBits, bool kCommon, bool kMarks>
 // NOLINTNEXTLINE(readability-function-cognitive-complexity)
 HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
                            const uint8_t* bits, uint64_t* z, LaneLead* out,
@@ -510,32 +511,37 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
         d, hn::Not(hn::Lt(hn::BitCast(di, hn::Xor(x, flip)), survivor_low))));
   };
   const auto mark_survivors = [&](V x, size_t at, size_t valid) {
-    if (survivors.bits == nullptr) return;
-    const uint64_t kept = survivors_of(x) & (~uint64_t{0} >> (64 - valid));
-    const size_t shift = at % 64;
-    survivors.bits[at / 64] |= kept << shift;
-    if (shift + valid > 64) survivors.bits[at / 64 + 1] |= kept >> (64 - shift);
+    if constexpr (kMarks) {
+      const uint64_t kept = survivors_of(x) & (~uint64_t{0} >> (64 - valid));
+      const size_t shift = at % 64;
+      survivors.bits[at / 64] |= kept << shift;
+      if (shift + valid > 64) {
+        survivors.bits[at / 64 + 1] |= kept >> (64 - shift);
+      }
+    }
   };
-  if (survivors.bits != nullptr) {
+  if constexpr (kMarks) {
     std::fill(survivors.bits, survivors.bits + (n + 63) / 64, uint64_t{0});
   }
   // The full vectors' bits gather in a register, a word stored once it is
   // whole (lanes divide 64 on every fixed-width target; else through
   // memory, as the tails).
-  const bool gather = survivors.bits != nullptr && 64 % lanes == 0;
+  const bool gather = kMarks && 64 % lanes == 0;
   uint64_t word = 0;
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const V x = mixed(view, i);
     if (z != nullptr) hn::StoreU(x, d, z + i);
-    if (gather) {
-      word |= survivors_of(x) << (i % 64);
-      if ((i + lanes) % 64 == 0) {
-        survivors.bits[i / 64] = word;
-        word = 0;
+    if constexpr (kMarks) {
+      if (gather) {
+        word |= survivors_of(x) << (i % 64);
+        if ((i + lanes) % 64 == 0) {
+          survivors.bits[i / 64] = word;
+          word = 0;
+        }
+      } else {
+        mark_survivors(x, i, lanes);
       }
-    } else {
-      mark_survivors(x, i, lanes);
     }
     offer(x, i, lanes);
   }
@@ -569,11 +575,19 @@ template <size_t kGroups, bool kBits>
 void LeadPassOnRow(const IdentityTable::KeyRow& row, size_t n,
                    const uint8_t* bits, uint64_t* z, LaneLead* lead,
                    const SurvivorBits& survivors = {}) {
-  if (IdentityTableAccess::CommonPower(row) != 0) {
-    LeadPass<kGroups, kBits, true>(row, n, bits, z, lead, survivors);
-  } else {
-    LeadPass<kGroups, kBits, false>(row, n, bits, z, lead, survivors);
+  const bool common = IdentityTableAccess::CommonPower(row) != 0;
+  if constexpr (kGroups == 1) {  // the one pass that marks survivors
+    if (survivors.bits != nullptr) {
+      return common ? LeadPass<1, kBits, true, true>(row, n, bits, z, lead,
+                                                     survivors)
+                    : LeadPass<1, kBits, false, true>(row, n, bits, z, lead,
+                                                      survivors);
+    }
   }
+  return common ? LeadPass<kGroups, kBits, true, false>(row, n, bits, z, lead,
+                                                        survivors)
+                : LeadPass<kGroups, kBits, false, false>(row, n, bits, z, lead,
+                                                         survivors);
 }
 
 // The one-weight leader takes the vector pass at every n, on every target:
