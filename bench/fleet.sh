@@ -158,7 +158,8 @@ for mode in modes:
     failed = int(open(os.path.join(d, "failed")).read())
     results[mode] = max_avg
     if mode == 'fleet-admission':
-        admission = (max_peak, refusals, calls, errors)
+        sent = max(b.get('max_bound', 0) for b in bs)
+        admission = (max_peak, refusals, calls, errors, sent)
     print(f"{mode:<15} {bound:>5}  {per:<60} {max_peak:>8} {max_avg:>7.2f} {share:>11.2f} {calls:>7} {errors:>6} {reports:>8} {refused:>7} {noreport:>15} {refusals:>18} {str(zero and failed == 0):>11}")
     first = next((c['first_error'] for c in cs if c['first_error']), '')
     if first:
@@ -177,8 +178,12 @@ if 'local' in results:
     ok = ok and g
     print(f"     LOCAL             max avg {results['local']:.2f} >= 2 x bound = {2 * bound}: {'met' if g else 'NOT met'}")
 if admission is not None:
-    max_peak, refusals, calls, errors = admission
+    max_peak, refusals, calls, errors, sent = admission
     share = 100.0 * refusals / calls if calls else float('nan')
+    # What the backends hold exactly; the bounds are the clients' estimates.
+    print(f"     ADMISSION the largest bound a client sent: {sent} "
+          f"(global bound {bound}); no backend's peak above it: "
+          f"{'yes' if max_peak <= sent else 'NO'}")
     for name, g, text in (
             ("peak", max_peak <= bound + 1, f"every backend's peak {max_peak} <= bound + 1 = {bound + 1}"),
             ("refused", share <= 3.0, f"refused {refusals} = {share:.1f} % of {calls} calls <= 3 %"),

@@ -43,6 +43,8 @@ class SlotFilter final {
            (lost_.empty() || !Lost(i));
   }
   void Lose(size_t i) { lost_.push_back(static_cast<uint32_t>(i)); }
+  // Every backend read again (a walk under new bounds).
+  void ForgetLost() { lost_.clear(); }
   bool limited() const { return limit_ != InFlightCounter::kNoLimit; }
   // P8: admits only the backends inside the local zone (`inside`) or only
   // those outside it; `in_zone[i]` is 1 for a backend of the zone. A walk

@@ -520,7 +520,7 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
   // ends the walk with it (walked.error()).
   internal::KeyOrder order = OrderOf(key, prefix, nth);
   const uint32_t factor = bounded_policy_.factor_percent();
-  const uint64_t total = span.total;
+  uint64_t total = span.total;
   const auto walk = [&](size_t k) {
     return span.weight.has_value()
                ? internal::WalkToNthWithRoomWithin(
@@ -547,6 +547,10 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
   // pick's win; after kMaxBoundRaces of them the pick takes its choice
   // regardless (it never fails or waits for a race).
   const bool hold_bound = first_attempt && rule_ == LoadRule::kScope;
+  // Only over the whole scope is L re-read (a zone's phase has a total of
+  // its own).
+  const bool rereads_total = std::is_same_v<View, ScopeLoads> && hold_bound &&
+                             !span.weight.has_value();
   for (int race = 0;; ++race) {
     const internal::Walked& w = walked.value();
     const size_t s = w.selection;
@@ -566,12 +570,31 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
     }
     view.filter().Lose(s);
     walked = walk(0);
-    if (!walked.ok() || walked.value().stale_total) {
+    const bool none_left = !walked.ok() || walked.value().stale_total;
+    if (none_left &&
+        !(rereads_total && race + 1 < kMaxBoundRaces &&
+          WalkUnderRisenTotal(key, prefix, view, order, &total, &walked))) {
       // Everyone with room lost or at the limit.
       return PastEveryBound(order, owner, first_attempt, view.filter(), span);
     }
     walked.value().owner = owner;
   }
+}
+
+template <typename View>
+bool Picker::WalkUnderRisenTotal(std::string_view key,
+                                 const KeyOrderPrefix* prefix, View& view,
+                                 internal::KeyOrder& order, uint64_t* total,
+                                 Result<internal::Walked>* walked) const {
+  const uint64_t now = scope_total_->Load();
+  if (now <= *total) return false;
+  *total = now;
+  view.filter().ForgetLost();
+  order = OrderOf(key, prefix, 0);
+  *walked = internal::WalkToNthWithRoom(order, bounded_policy_.factor_percent(),
+                                        now, view, 0, internal::Reads::kVisited,
+                                        Scratch());
+  return walked->ok();
 }
 
 size_t Picker::SpillOwner(const internal::KeyOrder& order, const WalkSpan& span,

@@ -106,7 +106,9 @@ struct PickOutcome {
 //      counted in it, so that no READY backend has room, the bounds come
 //      from the sum of their loads (the core's walk, src/core/key_order.h).
 //      The bound is held at the slot (taken only while the count is below
-//      it); a pick that loses the slot goes on along the same order.
+//      it); a pick that loses the slot goes on along the same order, and
+//      where every backend with room lost it, walks again under L as the
+//      others' picks have raised it.
 //   P4. maxInFlightPerBackend: the slot is taken at the pick, so the limit is
 //      exact. A backend at the limit is passed over as full; where every
 //      READY backend with room is at the limit, the first below it in the
@@ -288,6 +290,17 @@ class Picker final {
                                             View& view, const WalkSpan& span,
                                             size_t nth,
                                             bool first_attempt) const;
+  // A first attempt over the whole scope whose every backend with room by
+  // `*total` lost its slot: where the others' picks have raised the scope's
+  // L since it was read (so the bounds were too low), `*total` becomes L as
+  // it stands, the lost backends are read again and `*walked` is the walk
+  // from the start under it. False where L has not risen, or that walk
+  // admits nobody.
+  template <typename View>
+  bool WalkUnderRisenTotal(std::string_view key, const KeyOrderPrefix* prefix,
+                           View& view, internal::KeyOrder& order,
+                           uint64_t* total,
+                           Result<internal::Walked>* walked) const;
   // After every backend with room lost its slot: the first of `order` that
   // `filter` admits and whose slot can be taken; nullopt when none.
   POISE_COLD std::optional<PickOutcome> TakeAnyAlong(
