@@ -571,9 +571,9 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
     view.filter().Lose(s);
     walked = walk(0);
     const bool none_left = !walked.ok() || walked.value().stale_total;
-    if (none_left &&
-        !(rereads_total && race + 1 < kMaxBoundRaces &&
-          WalkUnderRisenTotal(key, prefix, view, order, &total, &walked))) {
+    if (none_left && !(rereads_total && race + 1 < kMaxBoundRaces &&
+                       WalkUnderRisenTotal(key, prefix, view, walk, order,
+                                           &total, &walked))) {
       // Everyone with room lost or at the limit.
       return PastEveryBound(order, owner, first_attempt, view.filter(), span);
     }
@@ -581,19 +581,18 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
   }
 }
 
-template <typename View>
+template <typename View, typename Walk>
 bool Picker::WalkUnderRisenTotal(std::string_view key,
                                  const KeyOrderPrefix* prefix, View& view,
-                                 internal::KeyOrder& order, uint64_t* total,
+                                 const Walk& walk, internal::KeyOrder& order,
+                                 uint64_t* total,
                                  Result<internal::Walked>* walked) const {
   const uint64_t now = scope_total_->Load();
   if (now <= *total) return false;
   *total = now;
   view.filter().ForgetLost();
   order = OrderOf(key, prefix, 0);
-  *walked = internal::WalkToNthWithRoom(order, bounded_policy_.factor_percent(),
-                                        now, view, 0, internal::Reads::kVisited,
-                                        Scratch());
+  *walked = walk(0);
   return walked->ok();
 }
 

@@ -293,13 +293,13 @@ class Picker final {
   // A first attempt over the whole scope whose every backend with room by
   // `*total` lost its slot: where the others' picks have raised the scope's
   // L since it was read (so the bounds were too low), `*total` becomes L as
-  // it stands, the lost backends are read again and `*walked` is the walk
-  // from the start under it. False where L has not risen, or that walk
-  // admits nobody.
-  template <typename View>
+  // it stands, the lost backends are read again and `*walked` is `walk(0)`
+  // (WalkAlongOrder's walk, which reads `order` and `*total`) from the start
+  // under it. False where L has not risen, or that walk admits nobody.
+  template <typename View, typename Walk>
   bool WalkUnderRisenTotal(std::string_view key, const KeyOrderPrefix* prefix,
-                           View& view, internal::KeyOrder& order,
-                           uint64_t* total,
+                           View& view, const Walk& walk,
+                           internal::KeyOrder& order, uint64_t* total,
                            Result<internal::Walked>* walked) const;
   // After every backend with room lost its slot: the first of `order` that
   // `filter` admits and whose slot can be taken; nullopt when none.
