@@ -131,11 +131,11 @@ class DecisionScratch final {
   // listing may write one past the last index it keeps.
   bool Fit(size_t n) {
     if (n > max_candidates_) return false;
+    // Every decision but the first on a list. The four are resized together
+    // (or emptied together, by Release or a move), so the list's size says
+    // what they were sized for; an n of kUnlimited could never be held.
+    if (n != kUnlimited && list_.size() == n + 1) return true;
     const size_t words = n / 64 + 1;
-    if (loads_.size() == n && hashes_.size() == n && list_.size() == n + 1 &&
-        marks_.size() == words) {
-      return true;  // every decision but the first on a list
-    }
     if (n > capacity()) {  // a failed attempt may grow some of them
       try {
         loads_.reserve(n);

@@ -60,16 +60,6 @@ Result<KeyOrder> KeyOrder::Hashed(const PreparedList& list,
   return order;
 }
 
-KeyOrder KeyOrder::Of(const PreparedList& list, std::string_view key, Stop stop,
-                      const uint16_t* prefix, size_t size) {
-  KeyOrder order(list, key);
-  order.stop_ = stop;
-  order.mode_ = Mode::kPrefix;
-  order.prefix_ = prefix;
-  order.prefix_size_ = size;
-  return order;
-}
-
 std::optional<PickError> KeyOrder::Hash(DecisionScratch& scratch) {
   const PreparedList& list = *list_;
   const std::vector<Candidate>& candidates = list.candidates;

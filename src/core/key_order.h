@@ -59,7 +59,14 @@ class KeyOrder final {
   // then ends the order (error()).
   static KeyOrder Of(const PreparedList& list, std::string_view key,
                      Stop stop = Stop::kAtOwner,
-                     const uint16_t* prefix = nullptr, size_t size = 0);
+                     const uint16_t* prefix = nullptr, size_t size = 0) {
+    KeyOrder order(list, key);
+    order.stop_ = stop;
+    order.mode_ = Mode::kPrefix;
+    order.prefix_ = prefix;
+    order.prefix_size_ = size;
+    return order;
+  }
 
   // The next eligible candidate in the key's order, the owner first; kNone
   // after the last (or on an error, error()).
@@ -113,13 +120,6 @@ class KeyOrder final {
   size_t ranked_at_ = 0;
   bool ranked_ = false;
 };
-
-// Which loads a walk reads. kVisited: only the candidates it visits, each
-// once, what every decision runs. kEveryAfterFullOwner: with the owner full,
-// every eligible load at once, then the walk over them: for
-// bench/core_bench.cc (BM_PairedSaturated), which measures that it costs
-// more than kVisited at every n.
-enum class Reads : uint8_t { kVisited, kEveryAfterFullOwner };
 
 // Bound::Capacity, saturated at 2^64 - 1.
 inline uint64_t SaturatedCapacityOf(const Bound& bound) {
@@ -179,33 +179,27 @@ uint64_t EligibleWeightOf(const PreparedList& list);
 // along the same order, hashed once.
 class RoomWalk final {
  public:
-  RoomWalk(KeyOrder& order, uint32_t factor_percent, uint64_t total_load)
-      : RoomWalk(order, factor_percent, total_load,
-                 EligibleWeightOf(order.list())) {}
-  // The same with the bounds' W given: a subset's weights (a zone's, the
-  // router's P8), the walk's Admits leaving out the candidates outside it.
+  // Every bound ceil(f (total_load + 1) w / (100 total_weight)): W the
+  // eligible weights' (EligibleWeightOf), or a subset's (a zone's, the
+  // router's P8, whose view's Admits leaves out the others).
   RoomWalk(KeyOrder& order, uint32_t factor_percent, uint64_t total_load,
            uint64_t total_weight)
       : order_(&order), bounds_(factor_percent, total_load, total_weight) {}
 
   // The next candidate with room after the last returned (the first: from
-  // the owner); kNone at the end of the order, or on its error.
+  // the owner), its load read into the scratch's loads; kNone at the end of
+  // the order, or on its error.
   template <typename View>
-  size_t NextWithRoom(View& view, Reads reads, DecisionScratch& scratch) {
+  size_t NextWithRoom(View& view, DecisionScratch& scratch) {
     const std::vector<Candidate>& candidates = order_->list().candidates;
     for (;;) {
       const size_t i = order_->Next(scratch);
       if (i == kNone) return kNone;
+      if (owner_ == kNone) owner_ = i;
       // After Next: an order's first step hashes, and may grow the scratch.
-      uint64_t* const loads = ScratchAccess::Loads(scratch);
-      if (owner_ == kNone) {
-        owner_ = i;
-      } else if (reads == Reads::kEveryAfterFullOwner && !every_load_read_) {
-        ReadEveryLoadBut(owner_, view, loads);
-      }
-      if (!every_load_read_ || i == owner_) loads[i] = view.Load(i);
-      if (bounds_.For(candidates[i].weight).HasRoom(loads[i]) &&
-          view.Admits(i)) {
+      uint64_t& load = ScratchAccess::Loads(scratch)[i];
+      load = view.Load(i);
+      if (bounds_.For(candidates[i].weight).HasRoom(load) && view.Admits(i)) {
         return i;
       }
     }
@@ -220,20 +214,9 @@ class RoomWalk final {
   }
 
  private:
-  template <typename View>
-  [[gnu::noinline]] void ReadEveryLoadBut(size_t owner, View& view,
-                                          uint64_t* loads) {
-    const std::vector<Candidate>& candidates = order_->list().candidates;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (i != owner && candidates[i].IsEligible()) loads[i] = view.Load(i);
-    }
-    every_load_read_ = true;
-  }
-
   KeyOrder* order_;
   WalkBounds bounds_;
   size_t owner_ = kNone;
-  bool every_load_read_ = false;
 };
 
 // The (k + 1)-th candidate with room among those `walk` went through along
@@ -263,37 +246,17 @@ Result<Walked> NthWithRoomOfTheLoadsSum(const KeyOrder& order,
                                         size_t nth, DecisionScratch& scratch);
 
 // The (nth mod m + 1)-th of the m candidates with room along `order`
-// (nth = 0: the first), every bound counting `total_load` calls. It stops
-// at the candidate asked for: only a k-th beyond the number with room, or a
-// stale total (nobody with room: then the bounds of the loads' sum,
+// (nth = 0: the first), every bound ceil(f (total_load + 1) w /
+// (100 total_weight)) (RoomWalk). It stops at the candidate asked for: only
+// a k-th beyond the number with room, or a stale total (nobody with room:
+// then the bounds of the sum of every eligible load and weight,
 // NthWithRoomOfTheLoadsSum), walks the whole order. Errors: the order's,
 // then kLoadOverflow for a total of 2^64 - 1, then the stale total's.
-// `reads`: kVisited, but for the benchmark that measures the other.
-template <typename View>
-Result<Walked> WalkToNthWithRoomWithin(KeyOrder& order, uint32_t factor_percent,
-                                       uint64_t total_load,
-                                       uint64_t total_weight, View& view,
-                                       size_t nth, Reads reads,
-                                       DecisionScratch& scratch);
-
 template <typename View>
 Result<Walked> WalkToNthWithRoom(KeyOrder& order, uint32_t factor_percent,
-                                 uint64_t total_load, View& view, size_t nth,
-                                 Reads reads, DecisionScratch& scratch) {
-  return WalkToNthWithRoomWithin(order, factor_percent, total_load,
-                                 EligibleWeightOf(order.list()), view, nth,
-                                 reads, scratch);
-}
-
-// WalkToNthWithRoom with the bounds' W given (RoomWalk's second form): every
-// bound is ceil(f (total_load + 1) w / (100 total_weight)). A stale total
-// still takes its bounds from the sum of every eligible load and weight.
-template <typename View>
-Result<Walked> WalkToNthWithRoomWithin(KeyOrder& order, uint32_t factor_percent,
-                                       uint64_t total_load,
-                                       uint64_t total_weight, View& view,
-                                       size_t nth, Reads reads,
-                                       DecisionScratch& scratch) {
+                                 uint64_t total_load, uint64_t total_weight,
+                                 View& view, size_t nth,
+                                 DecisionScratch& scratch) {
   if (total_load == UINT64_MAX) {  // T + 1: after the order's errors
     if (order.Next(scratch) == kNone && order.error().has_value()) {
       return *order.error();
@@ -302,7 +265,7 @@ Result<Walked> WalkToNthWithRoomWithin(KeyOrder& order, uint32_t factor_percent,
   }
   RoomWalk walk(order, factor_percent, total_load, total_weight);
   if (nth == 0) {
-    const size_t i = walk.NextWithRoom(view, reads, scratch);
+    const size_t i = walk.NextWithRoom(view, scratch);
     if (i != kNone) {
       return Walked{walk.owner(), i, false, walk.BoundOf(i)};
     }
@@ -312,7 +275,7 @@ Result<Walked> WalkToNthWithRoomWithin(KeyOrder& order, uint32_t factor_percent,
     // yielded, by the loads it read.
     size_t passed = 0;
     for (;;) {
-      const size_t i = walk.NextWithRoom(view, reads, scratch);
+      const size_t i = walk.NextWithRoom(view, scratch);
       if (i == kNone) break;
       if (passed++ == nth) {
         return Walked{walk.owner(), i, false, walk.BoundOf(i)};

@@ -31,9 +31,9 @@ Result<Routed> WalkFor(const internal::PreparedList& list,
       internal::KeyOrder::Of(list, key,
                              n == 0 ? internal::KeyOrder::Stop::kAtOwner
                                     : internal::KeyOrder::Stop::kPastOwner);
-  const Result<internal::Walked> walked =
-      internal::WalkToNthWithRoom(order, bounded.factor_percent(), total_load,
-                                  view, n, internal::Reads::kVisited, scratch);
+  const Result<internal::Walked> walked = internal::WalkToNthWithRoom(
+      order, bounded.factor_percent(), total_load,
+      internal::EligibleWeightOf(list), view, n, scratch);
   if (!walked.ok()) return walked.error();
   const internal::Walked& w = walked.value();
   return Routed{w.owner, w.selection, w.selection != w.owner, w.stale_total,

@@ -122,6 +122,9 @@ Picker::Picker(std::shared_ptr<const Config> config,
     if (c.eligible) fits &= !__builtin_add_overflow(w, uint64_t{c.weight}, &w);
     ready_count_ += c.IsEligible() ? 1 : 0;
   }
+  // W of the bounds (wrapped where it does not fit: the core's walk then
+  // fails with kWeightOverflow before it computes a bound).
+  ready_weight_ = w;
   computes_orders_ = key_cache_ != nullptr &&
                      ready_count_ == list_->backends.size() &&
                      ready_.path() != PreparedCandidates::Path::kGeneral;
@@ -199,10 +202,8 @@ PickOutcome Picker::Pick(const PickRequest& request) const {
   if (request.previous_attempts != 0) {
     return PickRetry(*request.key, request.previous_attempts);
   }
-  return PickForKey(*request.key);
-}
-
-PickOutcome Picker::PickForKey(std::string_view key) const {
+  // P2, then P3 by the policy: a keyed first attempt.
+  const std::string_view key = *request.key;
   KeyOrderPrefix prefix;
   const bool cached = key_cache_ != nullptr && CachedOrder(key, &prefix);
   // P2: a pending owner holds its keys (the prefix's first is the owner
@@ -227,7 +228,8 @@ PickOutcome Picker::PickFirst(std::string_view key,
       return PickOwner(key, prefix);
     case LoadRule::kScope: {
       ScopeLoads view(counters_.data(), Filter());
-      return PickAlongOrder(key, prefix, view, scope_total_->Load(), 0, true);
+      return WalkAlongOrder(key, prefix, view, WalkSpan{scope_total_->Load()},
+                            0, true);
     }
     case LoadRule::kFleet:
       return PickFleet(key, prefix, 0);
@@ -289,8 +291,8 @@ PickOutcome Picker::PickOwner(std::string_view key,
   // P4: the owner at the limit; the walk without it.
   NoLoads view(Filter());
   view.filter().Lose(owner);
-  return PickAlongOrder(key, from_cache ? prefix : nullptr, view,
-                        scope_total_->Load(), 0, true);
+  return WalkAlongOrder(key, from_cache ? prefix : nullptr, view,
+                        WalkSpan{scope_total_->Load()}, 0, true);
 }
 
 uint64_t Picker::FleetTotal(int64_t now_ns, uint64_t own_total,
@@ -314,7 +316,7 @@ PickOutcome Picker::PickFleet(std::string_view key,
   // reports show.
   FleetLoads::View view(*fleet_, now_ns, total, own_total, first_attempt,
                         Filter());
-  return PickAlongOrder(key, prefix, view, total, nth, first_attempt);
+  return WalkAlongOrder(key, prefix, view, WalkSpan{total}, nth, first_attempt);
 }
 
 // ---------------------------------------------------------------------------
@@ -341,32 +343,36 @@ PickOutcome Picker::PickInZone(std::string_view key,
     case LoadRule::kNone: {
       NoLoads in(Filter());
       in.filter().Within(in_zone, true);
-      if (auto o = WalkAlongOrder(key, prefix, in, inside, 0, true)) {
-        return *std::move(o);
+      if (PickOutcome o = WalkAlongOrder(key, prefix, in, inside, 0, true);
+          !PassedOn(o)) {
+        return o;
       }
       NoLoads out(Filter());
       out.filter().Within(in_zone, false);
-      if (auto o = WalkAlongOrder(
+      if (PickOutcome o = WalkAlongOrder(
               key, prefix, out,
-              WalkSpan{0, std::nullopt, Owner::kPassed, false, true}, 0,
-              true)) {
-        return *std::move(o);
+              WalkSpan{0, std::nullopt, Owner::kPassed, false, true}, 0, true);
+          !PassedOn(o)) {
+        return o;
       }
       break;
     }
     case LoadRule::kScope: {
       ScopeLoads in(counters_.data(), Filter());
       in.filter().Within(in_zone, true);
-      if (auto o = WalkAlongOrder(key, prefix, in, inside, 0, true)) {
-        return *std::move(o);
+      if (PickOutcome o = WalkAlongOrder(key, prefix, in, inside, 0, true);
+          !PassedOn(o)) {
+        return o;
       }
       ScopeLoads out(counters_.data(), Filter());
       out.filter().Within(in_zone, false);
-      if (auto o = WalkAlongOrder(key, prefix, out,
-                                  WalkSpan{scope_total_->Load(), std::nullopt,
-                                           Owner::kPassed, false, true},
-                                  0, true)) {
-        return *std::move(o);
+      if (PickOutcome o =
+              WalkAlongOrder(key, prefix, out,
+                             WalkSpan{scope_total_->Load(), std::nullopt,
+                                      Owner::kPassed, false, true},
+                             0, true);
+          !PassedOn(o)) {
+        return o;
       }
       break;
     }
@@ -380,23 +386,27 @@ PickOutcome Picker::PickInZone(std::string_view key,
       in.filter().Within(in_zone, true);
       WalkSpan fleet_inside = inside;
       fleet_inside.take_past_bound = false;
-      if (auto o = WalkAlongOrder(key, prefix, in, fleet_inside, 0, true)) {
-        return *std::move(o);
+      if (PickOutcome o =
+              WalkAlongOrder(key, prefix, in, fleet_inside, 0, true);
+          !PassedOn(o)) {
+        return o;
       }
       // Outside: P7 as without zones (the herding rule first).
       FleetLoads::View out(*fleet_, now_ns, total, own_total, true, Filter());
       out.filter().Within(in_zone, false);
-      if (auto o = WalkAlongOrder(
+      if (PickOutcome o = WalkAlongOrder(
               key, prefix, out,
               WalkSpan{total, std::nullopt, Owner::kPassed, false, false}, 0,
-              true)) {
-        return *std::move(o);
+              true);
+          !PassedOn(o)) {
+        return o;
       }
       // No room outside either: back inside by the zone's bound alone.
       ScopeLoads back(counters_.data(), Filter());
       back.filter().Within(in_zone, true);
-      if (auto o = WalkAlongOrder(key, prefix, back, inside, 0, true)) {
-        return *std::move(o);
+      if (PickOutcome o = WalkAlongOrder(key, prefix, back, inside, 0, true);
+          !PassedOn(o)) {
+        return o;
       }
       return PickFleet(key, prefix, 0);
     }
@@ -405,7 +415,8 @@ PickOutcome Picker::PickInZone(std::string_view key,
   // without zones gives the answer (RESOURCE_EXHAUSTED).
   if (rule_ == LoadRule::kNone) return PickOwner(key, prefix);
   ScopeLoads view(counters_.data(), Filter());
-  return PickAlongOrder(key, prefix, view, scope_total_->Load(), 0, true);
+  return WalkAlongOrder(key, prefix, view, WalkSpan{scope_total_->Load()}, 0,
+                        true);
 }
 
 bool Picker::ZoneOwnerIsPending(std::string_view key) const {
@@ -435,12 +446,10 @@ std::optional<PickOutcome> Picker::PickZoneNextChoice(
   const auto collect = [&](auto& view, uint64_t total,
                            std::optional<uint64_t> weight) -> bool {
     internal::KeyOrder order = OrderOf(key, prefix, nth);
-    internal::RoomWalk walk =
-        weight.has_value() ? internal::RoomWalk(order, factor, total, *weight)
-                           : internal::RoomWalk(order, factor, total);
-    for (size_t i = walk.NextWithRoom(view, internal::Reads::kVisited, scratch);
-         i != internal::kNone;
-         i = walk.NextWithRoom(view, internal::Reads::kVisited, scratch)) {
+    internal::RoomWalk walk(order, factor, total,
+                            weight.value_or(ready_weight_));
+    for (size_t i = walk.NextWithRoom(view, scratch); i != internal::kNone;
+         i = walk.NextWithRoom(view, scratch)) {
       uint64_t capacity = walk.SaturatedCapacity(i);
       if constexpr (std::is_same_v<std::decay_t<decltype(view)>, ZoneLoads>) {
         capacity = view.FleetCapacityOf(i);  // the bound the backend sees
@@ -497,38 +506,25 @@ std::optional<PickOutcome> Picker::PickZoneNextChoice(
   return Complete(c.backend, false, std::move(slot), false, bound);
 }
 
-internal::KeyOrder Picker::OrderOf(std::string_view key,
-                                   const KeyOrderPrefix* prefix,
-                                   size_t nth) const {
-  using Stop = internal::KeyOrder::Stop;
-  const Stop stop = nth == 0 ? Stop::kAtOwner : Stop::kPastOwner;
-  return prefix != nullptr ? internal::KeyOrder::Of(ready_.list(), key, stop,
-                                                    prefix->index, prefix->size)
-                           : internal::KeyOrder::Of(ready_.list(), key, stop);
-}
-
 // The one walk of every mode: along the key's order (from the cache's prefix
 // where given, hashed once otherwise) to the (nth + 1)-th backend with room
 // by `view`, then its slot. A slot lost to another pick goes on along the
 // same order.
 template <typename View>
-std::optional<PickOutcome> Picker::WalkAlongOrder(
-    std::string_view key, const KeyOrderPrefix* prefix, View& view,
-    const WalkSpan& span, size_t nth, bool first_attempt) const {
+PickOutcome Picker::WalkAlongOrder(std::string_view key,
+                                   const KeyOrderPrefix* prefix, View& view,
+                                   const WalkSpan& span, size_t nth,
+                                   bool first_attempt) const {
   DecisionScratch& scratch = Scratch();
   // Built in place and hashed by its first step: an error of the hashing
   // ends the walk with it (walked.error()).
   internal::KeyOrder order = OrderOf(key, prefix, nth);
   const uint32_t factor = bounded_policy_.factor_percent();
   uint64_t total = span.total;
+  const uint64_t weight = span.weight.value_or(ready_weight_);
   const auto walk = [&](size_t k) {
-    return span.weight.has_value()
-               ? internal::WalkToNthWithRoomWithin(
-                     order, factor, total, *span.weight, view, k,
-                     internal::Reads::kVisited, scratch)
-               : internal::WalkToNthWithRoom(order, factor, total, view, k,
-                                             internal::Reads::kVisited,
-                                             scratch);
+    return internal::WalkToNthWithRoom(order, factor, total, weight, view, k,
+                                       scratch);
   };
   Result<internal::Walked> walked = walk(nth);
   // The herding rule left no room anywhere: the bound alone decides.
@@ -537,8 +533,8 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
     walked = walk(nth);
   }
   if (!walked.ok()) {
-    return NoneAdmitted(walked.error(), order, first_attempt, view.filter(),
-                        span);
+    return OrPassedOn(NoneAdmitted(walked.error(), order, first_attempt,
+                                   view.filter(), span));
   }
   const size_t owner = SpillOwner(order, span, walked.value().owner);
   // The bound holds at the slot on a first attempt of the scope's counts:
@@ -575,7 +571,8 @@ std::optional<PickOutcome> Picker::WalkAlongOrder(
                        WalkUnderRisenTotal(key, prefix, view, walk, order,
                                            &total, &walked))) {
       // Everyone with room lost or at the limit.
-      return PastEveryBound(order, owner, first_attempt, view.filter(), span);
+      return OrPassedOn(
+          PastEveryBound(order, owner, first_attempt, view.filter(), span));
     }
     walked.value().owner = owner;
   }
@@ -596,21 +593,18 @@ bool Picker::WalkUnderRisenTotal(std::string_view key,
   return walked->ok();
 }
 
-size_t Picker::SpillOwner(const internal::KeyOrder& order, const WalkSpan& span,
-                          size_t walked_owner) const {
-  switch (span.owner) {
-    case WalkSpan::Owner::kWalks:
-      return walked_owner;
-    case WalkSpan::Owner::kInZone:
-      for (size_t j = 0; j < order.yielded(); ++j) {
-        const size_t i = order.Yielded(j, Scratch());
-        if (in_zone_[i] != 0) return i;
-      }
-      return walked_owner;
-    case WalkSpan::Owner::kPassed:
-      break;
+size_t Picker::ZoneOwnerAlong(const internal::KeyOrder& order,
+                              size_t walked_owner) const {
+  for (size_t j = 0; j < order.yielded(); ++j) {
+    const size_t i = order.Yielded(j, Scratch());
+    if (in_zone_[i] != 0) return i;
   }
-  return internal::kNone;
+  return walked_owner;
+}
+
+PickOutcome Picker::OrPassedOn(std::optional<PickOutcome> outcome) {
+  return outcome.has_value() ? *std::move(outcome)
+                             : PickOutcome{PickOutcome::Queue{}};
 }
 
 std::optional<PickOutcome> Picker::TakeAnyAlong(
@@ -727,7 +721,7 @@ uint32_t ParsePreviousAttempts(std::string_view value) {
 PickOutcome Picker::PickRetry(std::string_view key,
                               uint32_t previous_attempts) const {
   PickOutcome outcome = config_->retry_routing == RetryRouting::kSameOwner
-                            ? PickForKey(key)
+                            ? Pick(PickRequest{key, 0})
                             : PickNextChoice(key, previous_attempts);
   if (const auto* c = std::get_if<PickOutcome::Complete>(&outcome.result)) {
     stats_->retries.fetch_add(1, std::memory_order_relaxed);
@@ -754,11 +748,12 @@ PickOutcome Picker::PickNextChoice(std::string_view key,
   switch (rule_) {
     case LoadRule::kNone: {
       NoLoads view(Filter());
-      return PickAlongOrder(key, along, view, 0, nth, false);
+      return WalkAlongOrder(key, along, view, WalkSpan{0}, nth, false);
     }
     case LoadRule::kScope: {
       ScopeLoads view(counters_.data(), Filter());
-      return PickAlongOrder(key, along, view, scope_total_->Load(), nth, false);
+      return WalkAlongOrder(key, along, view, WalkSpan{scope_total_->Load()},
+                            nth, false);
     }
     case LoadRule::kFleet:
       break;

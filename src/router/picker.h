@@ -226,8 +226,6 @@ class Picker final {
       const Config& config, const BackendList& list,
       const std::vector<uint32_t>& effective_weights);
 
-  // P2, then P3 by the policy: a keyed first attempt.
-  PickOutcome PickForKey(std::string_view key) const;
   // The key's order prefix from the cache, or computed and inserted where
   // the cache admits the key; false when neither.
   bool CachedOrder(std::string_view key, KeyOrderPrefix* prefix) const;
@@ -253,7 +251,7 @@ class Picker final {
   struct WalkSpan {
     uint64_t total;  // L of the bounds
     // W of the bounds; nullopt: the READY weights.
-    std::optional<uint64_t> weight;
+    std::optional<uint64_t> weight = std::nullopt;
     // The key's owner a spill is counted against.
     enum class Owner : uint8_t {
       kWalks,   // the walk's own: the first READY backend in the key's order
@@ -273,23 +271,25 @@ class Picker final {
   // where given (the key cache's), hashed when a walk goes past it; for a
   // walk to its (nth + 1)-th with room.
   internal::KeyOrder OrderOf(std::string_view key, const KeyOrderPrefix* prefix,
-                             size_t nth) const;
-  // The walk of every mode and its slot (picker.cc).
-  template <typename View>
-  PickOutcome PickAlongOrder(std::string_view key, const KeyOrderPrefix* prefix,
-                             View& view, uint64_t total, size_t nth,
-                             bool first_attempt) const {
-    return *WalkAlongOrder(
-        key, prefix, view,
-        WalkSpan{total, std::nullopt, WalkSpan::Owner::kWalks, true, true}, nth,
-        first_attempt);
+                             size_t nth) const {
+    using Stop = internal::KeyOrder::Stop;
+    return internal::KeyOrder::Of(ready_.list(), key,
+                                  nth == 0 ? Stop::kAtOwner : Stop::kPastOwner,
+                                  prefix != nullptr ? prefix->index : nullptr,
+                                  prefix != nullptr ? prefix->size : 0);
   }
+  // The walk of every mode and its slot (picker.cc). A walk never queues:
+  // where `span` is not the last phase and admits nobody, its Queue says so
+  // (PassedOn).
   template <typename View>
-  std::optional<PickOutcome> WalkAlongOrder(std::string_view key,
-                                            const KeyOrderPrefix* prefix,
-                                            View& view, const WalkSpan& span,
-                                            size_t nth,
-                                            bool first_attempt) const;
+  PickOutcome WalkAlongOrder(std::string_view key, const KeyOrderPrefix* prefix,
+                             View& view, const WalkSpan& span, size_t nth,
+                             bool first_attempt) const;
+  static bool PassedOn(const PickOutcome& outcome) {
+    return std::holds_alternative<PickOutcome::Queue>(outcome.result);
+  }
+  // `outcome`, or a phase's Queue (PassedOn) where it has none.
+  POISE_COLD static PickOutcome OrPassedOn(std::optional<PickOutcome> outcome);
   // A first attempt over the whole scope whose every backend with room by
   // `*total` lost its slot: where the others' picks have raised the scope's
   // L since it was read (so the bounds were too low), `*total` becomes L as
@@ -337,7 +337,21 @@ class Picker final {
   // The key's owner for a spill by `span` of a walk along `order` whose own
   // owner is `walked_owner`.
   size_t SpillOwner(const internal::KeyOrder& order, const WalkSpan& span,
-                    size_t walked_owner) const;
+                    size_t walked_owner) const {
+    switch (span.owner) {
+      case WalkSpan::Owner::kWalks:
+        return walked_owner;
+      case WalkSpan::Owner::kInZone:
+        return ZoneOwnerAlong(order, walked_owner);
+      case WalkSpan::Owner::kPassed:
+        break;
+    }
+    return internal::kNone;
+  }
+  // The first backend of the local zone along `order` (`walked_owner` when
+  // none was yielded).
+  size_t ZoneOwnerAlong(const internal::KeyOrder& order,
+                        size_t walked_owner) const;
   SlotFilter Filter() const { return {counters_.data(), limit_}; }
   // Backend i's load as a pick compares it: the scope's, or under serverLoad
   // E_i.
@@ -405,6 +419,7 @@ class Picker final {
   const std::optional<PreparedCandidates> all_;
   const PreparedCandidates ready_;  // READY backends: who may serve it
   size_t ready_count_ = 0;
+  uint64_t ready_weight_ = 0;  // W: their weights' sum
   // The key cache (null: none), and whether this picker computes prefixes
   // for it (every backend READY).
   const std::shared_ptr<KeyOrderCache> key_cache_;
