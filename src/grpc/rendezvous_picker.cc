@@ -54,8 +54,8 @@ class CallTracker final
               std::shared_ptr<router::PolicyStats> stats,
               std::shared_ptr<const router::Config> reporting_config,
               const void* policy)
-      : cell_(std::move(cell)),
-        slot_(std::move(slot)),
+      : slot_(std::move(slot)),
+        cell_(std::move(cell)),
         stats_(std::move(stats)),
         reporting_config_(std::move(reporting_config)),
         policy_(policy) {}
@@ -106,10 +106,8 @@ class CallTracker final
     }
   }
 
-  // The cell first: the slot borrows its counter (PickOutcome::Complete), so
-  // it is given back before the cell can go.
-  const std::shared_ptr<router::BackendCell> cell_;
   InFlightGuard slot_;
+  const std::shared_ptr<router::BackendCell> cell_;
   const std::shared_ptr<router::PolicyStats> stats_;
   const std::shared_ptr<const router::Config> reporting_config_;
   const void* const policy_;

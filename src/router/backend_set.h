@@ -29,10 +29,10 @@
 namespace poise::router {
 
 // Per-backend-identity state of one channel, shared by the backend set, every
-// picker generation and every call still in flight to it (the gRPC policy's
-// call tracker holds it), so a call that outlives its backend's removal still
-// releases into the right counter. One allocation per backend and channel, kept
-// small: a process may hold 100 channels to 1,000 backends.
+// picker generation and every call still in flight to it (SharedCounter), so
+// a call that outlives its backend's removal still releases into the right
+// counter. One allocation per backend and channel, kept small: a process may
+// hold 100 channels to 1,000 backends.
 class BackendCell final {
  public:
   // Counts in a counter of its own, into `scope`'s total (a channel's own
@@ -94,19 +94,10 @@ class BackendCell final {
 };
 
 // `cell`'s in-flight counter, keeping the cell (and so what it counts into)
-// alive.
+// alive: what a call's slot holds.
 inline std::shared_ptr<InFlightCounter> SharedCounter(
     const std::shared_ptr<BackendCell>& cell) {
   return {cell, cell->in_flight};
-}
-
-// `cell`'s in-flight counter without a reference to the cell (no count to
-// raise and drop on every call): for a slot whose holder keeps the cell alive
-// itself. A pick's slot is one: the picker's list holds the cell, and past
-// the picker the call's tracker does (PickOutcome::Complete).
-inline std::shared_ptr<InFlightCounter> BorrowedCounter(
-    const BackendCell& cell) {
-  return {std::shared_ptr<InFlightCounter>(), cell.in_flight};
 }
 
 // `s` as absl's string_view (a type of its own in the absl this builds

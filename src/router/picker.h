@@ -69,10 +69,7 @@ struct PickOutcome {
   };
   // The call goes to backends()[backend]. `slot` is held when the policy
   // tracks load (bounded, or a hard limit): the caller keeps it until the
-  // call finishes, or drops it if the call never starts. It counts on
-  // backends()[backend].cell's counter without keeping the cell alive: a
-  // caller that holds it longer than the picker holds that cell, and drops
-  // the slot first (the gRPC policy's call tracker does).
+  // call finishes, or drops it if the call never starts.
   struct Complete {
     size_t backend;
     bool spilled;  // sent past its key's full owner
@@ -365,10 +362,10 @@ class Picker final {
   PickOutcome Complete(size_t index, bool spilled, InFlightGuard slot,
                        bool from_cache, uint64_t bound) const;
   // A slot on backend `index`'s counter unless it is at the limit (0: none).
-  // The guard borrows the counter (BorrowedCounter).
+  // The guard keeps the counter alive.
   InFlightGuard TryAcquire(size_t index) const {
     return InFlightGuard::TryAcquireWithin(
-        BorrowedCounter(*list_->backends[index].cell), limit_);
+        SharedCounter(list_->backends[index].cell), limit_);
   }
   // A slot on backend i while `bound` has room for its count and it is
   // below maxInFlightPerBackend, checked atomically with the taking. Here,
@@ -376,7 +373,7 @@ class Picker final {
   InFlightGuard TryAcquireWithinBound(size_t i, const Bound& bound) const {
     const uint64_t limit = limit_;
     return InFlightGuard::TryAcquireIf(
-        BorrowedCounter(*list_->backends[i].cell),
+        SharedCounter(list_->backends[i].cell),
         [&bound, limit](uint64_t count) {
           return bound.HasRoom(count) &&
                  (limit == InFlightCounter::kNoLimit || count < limit);
