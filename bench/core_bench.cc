@@ -13,6 +13,7 @@
 #include <ctime>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -463,6 +464,18 @@ inline void WaitForEarlierInstructions() {
 #endif
 }
 
+// POISE_PAIRED_ONLY=k: PairedRuns runs only the k-th run of each set (the
+// others report 0 ns), so that a profiler or callgrind sees one pick alone
+// (bench/picker_ir.sh).
+std::optional<size_t> PairedOnly() {
+  static const std::optional<size_t> only = []() -> std::optional<size_t> {
+    const char* value = std::getenv("POISE_PAIRED_ONLY");
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    return static_cast<size_t>(std::strtoul(value, nullptr, 10));
+  }();
+  return only;
+}
+
 // Rotating timed blocks of the same keys: each iteration runs every one of
 // `runs` on kPairedBlock keys, the order rotated from one iteration to the
 // next, so that all see the same memory and the same drifts of the machine's
@@ -477,11 +490,13 @@ std::array<double, kRuns> PairedRuns(
     bool fenced = false) {
   using Clock = ThreadCpuClock;
   const auto& keys = Keys();
+  const std::optional<size_t> only = PairedOnly();
   std::array<Clock::duration, kRuns> spent{};
   size_t k = 0, first = 0;
   for ([[maybe_unused]] auto _ : state) {
     for (size_t turn = 0; turn < kRuns; ++turn) {
       const size_t r = (first + turn) % kRuns;
+      if (only.has_value() && r != *only) continue;
       const auto t = Clock::now();
       for (size_t j = 0; j < kPairedBlock; ++j) {
         runs[r](keys[(k + j) % kKeyPool]);

@@ -19,10 +19,11 @@
 # 1.5 minutes; MEMORY=0 skips it; MEMORY_BASE=<git ref> also builds that
 # commit's libraries with this checkout's memory_bench.cc in a temporary
 # directory and prints its table first, e.g. MEMORY_BASE=main: "today").
-# Then, where valgrind is installed, two instruction counts under callgrind
+# Then, where valgrind is installed, instruction counts under callgrind
 # (deterministic, unlike the times above; valgrind has no AVX-512, so the
 # kernels run on AVX2 there): an address update against a full table build
-# (poise_table_update_ir, seconds; IR=0 skips it), and instructions per call
+# (poise_table_update_ir, seconds) and per pick of the picker
+# (bench/picker_ir.sh, about 30 s; IR=0 skips both), and instructions per call
 # end to end (bench/callgrind.sh, about a minute per n; CALLGRIND_SIZES
 # chooses the n, default "3 10 100"; CALLGRIND=0 skips it).
 set -euo pipefail
@@ -391,6 +392,11 @@ if command -v valgrind >/dev/null; then
       echo "| $name | $per | $(awk -v a="$per" -v b="$full" 'BEGIN{printf "%.1f %%", 100*a/b}') |"
     done
     rm -rf "$ir"
+  fi
+  if [[ ${IR:-1} != 0 ]]; then
+    echo
+    echo "the picker's picks, instructions (callgrind: kernels on AVX2 at most)"
+    BUILD_DIR=$build "$root/bench/picker_ir.sh" 10 100
   fi
   if [[ ${CALLGRIND:-1} != 0 ]]; then
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPOISE_BUILD_GRPC=ON \
