@@ -301,22 +301,22 @@ Result<Walked> NthWithRoomOfTheLoadsSum(const KeyOrder& order,
   if (!sums.ok()) return sums.error();
   WalkBounds bounds(factor_percent, sums.value().total_load,
                     sums.value().total_weight);
-  size_t with_room = 0;
-  const auto has_room = [&](size_t i) {
-    return bounds.For(list.candidates[i].weight).HasRoom(loads[i]) &&
-           view.Admits(i);
-  };
+  // Each candidate is asked once: a view's Admits may read counts that other
+  // threads change (the router's hard limit), so a second ask could find
+  // none of those the first admitted.
+  thread_local std::vector<size_t> with_room;
+  with_room.clear();
   for (size_t j = 0; j < order.yielded(); ++j) {
-    with_room += has_room(order.Yielded(j, scratch)) ? 1 : 0;
-  }
-  if (with_room == 0) return PickError::kNoEligibleCandidates;
-  size_t remaining = nth % with_room;
-  for (size_t j = 0;; ++j) {
     const size_t i = order.Yielded(j, scratch);
-    if (!has_room(i) || remaining-- != 0) continue;
-    return Walked{order.Yielded(0, scratch), i, true,
-                  bounds.For(list.candidates[i].weight)};
+    if (bounds.For(list.candidates[i].weight).HasRoom(loads[i]) &&
+        view.Admits(i)) {
+      with_room.push_back(i);
+    }
   }
+  if (with_room.empty()) return PickError::kNoEligibleCandidates;
+  const size_t i = with_room[nth % with_room.size()];
+  return Walked{order.Yielded(0, scratch), i, true,
+                bounds.For(list.candidates[i].weight)};
 }
 
 }  // namespace poise::internal

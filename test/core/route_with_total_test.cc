@@ -18,6 +18,7 @@
 #include "poise/identity_table.h"
 #include "poise/rendezvous.h"
 #include "src/core/contract.h"
+#include "src/core/key_order.h"
 #include "src/core/key_order_walk.h"
 #include "src/core/prepared_candidates.h"
 #include "test_util.h"
@@ -392,6 +393,46 @@ TEST_P(RouteWithTotalByKernel, StaleTotalFallsBackToTheSampledDecision) {
         for (const int r : reads) EXPECT_EQ(r, 1);
       }
     }
+  }
+}
+
+// A view's Admits may answer differently when asked again (the router's hard
+// limit reads counts other threads change between two asks). Under a stale
+// total the walk asks each candidate once and takes the (nth + 1)-th of
+// those it admitted; here every candidate is admitted at its first ask only.
+TEST(RouteWithTotal, AStaleTotalAsksEachCandidateOnceAndTakesAnAdmittedOne) {
+  std::vector<contract::LoadedCandidate> backends;
+  for (size_t i = 0; i < 8; ++i) {
+    backends.push_back({"pod-" + std::to_string(i), 1, 4, true});
+  }
+  const std::vector<Candidate> candidates = test_util::View(backends);
+  const PreparedCandidates prepared(
+      candidates, std::make_shared<const IdentityTable>(candidates));
+  struct AdmitsOnce {
+    std::vector<int>& asks;
+    static uint64_t Load(size_t /*i*/) { return 4; }
+    bool Admits(size_t i) { return asks[i]++ == 0; }
+  };
+  DecisionScratch scratch;
+  for (size_t nth = 0; nth < 10; ++nth) {
+    const std::string key = "once-" + std::to_string(nth);
+    std::vector<int> asks(backends.size(), 0);
+    AdmitsOnce view{asks};
+    internal::KeyOrder order =
+        internal::KeyOrder::Of(prepared.list(), key,
+                               nth == 0 ? internal::KeyOrder::Stop::kAtOwner
+                                        : internal::KeyOrder::Stop::kPastOwner);
+    // Under L = 0 every bound is ceil(1.25 * 1 / 8) = 1, below each load of
+    // 4; the loads' sum, 32, gives every candidate ceil(1.25 * 33 / 8) = 6.
+    const Result<internal::Walked> walked = internal::WalkToNthWithRoom(
+        order, 125, 0, internal::EligibleWeightOf(prepared.list()), view, nth,
+        scratch);
+    ASSERT_TRUE(walked.ok()) << key;
+    EXPECT_TRUE(walked.value().stale_total) << key;
+    const std::vector<contract::Ranked> want = contract::Order(key, backends);
+    EXPECT_EQ(walked.value().selection, want[nth % want.size()].index) << key;
+    EXPECT_EQ(walked.value().owner, want[0].index) << key;
+    for (const int a : asks) EXPECT_EQ(a, 1) << key;
   }
 }
 
