@@ -40,6 +40,11 @@ struct Approx {
 
 }  // namespace
 
+std::vector<size_t>& WithRoomList() {
+  thread_local std::vector<size_t> with_room;
+  return with_room;
+}
+
 uint64_t EligibleWeightOf(const PreparedList& list) {
   if (list.path != ListPath::kGeneral) return list.total_weight;
   uint64_t total = 0;  // fits: KeyOrder::Hashed checked WeightSumError

@@ -219,21 +219,11 @@ class RoomWalk final {
   size_t owner_ = kNone;
 };
 
-// The (k + 1)-th candidate with room among those `walk` went through along
-// `order` (kNone: fewer), by the loads it read: a retry's k-th past the
-// number with room.
-template <typename View>
-size_t WithRoomAmongYielded(const KeyOrder& order, RoomWalk& walk, View& view,
-                            size_t k, DecisionScratch& scratch) {
-  const uint64_t* const loads = ScratchAccess::Loads(scratch);
-  for (size_t j = 0; j < order.yielded(); ++j) {
-    const size_t i = order.Yielded(j, scratch);
-    if (walk.BoundOf(i).HasRoom(loads[i]) && view.Admits(i) && k-- == 0) {
-      return i;
-    }
-  }
-  return kNone;
-}
+// This thread's list of the candidates a walk found with room, each asked
+// once: a view's Admits may read counts that other threads change (the
+// router's hard limit), so a second ask could find none of those the first
+// admitted. Each user clears it first.
+std::vector<size_t>& WithRoomList();
 
 // The stale total's answer: every eligible load read into the scratch's
 // loads (`order` walked to its end), the bounds from their sum, the
@@ -271,20 +261,20 @@ Result<Walked> WalkToNthWithRoom(KeyOrder& order, uint32_t factor_percent,
     }
   } else {
     // A retry's k-th. For a k past the number with room, the walk has gone
-    // through the whole order: the passed ones are found again among the
-    // yielded, by the loads it read.
-    size_t passed = 0;
+    // through the whole order: the k-th wraps around those it found.
+    std::vector<size_t>& with_room = WithRoomList();
+    with_room.clear();
     for (;;) {
       const size_t i = walk.NextWithRoom(view, scratch);
       if (i == kNone) break;
-      if (passed++ == nth) {
+      if (with_room.size() == nth) {
         return Walked{walk.owner(), i, false, walk.BoundOf(i)};
       }
+      with_room.push_back(i);
     }
-    if (passed != 0 && !order.error().has_value()) {
-      const size_t i =
-          WithRoomAmongYielded(order, walk, view, nth % passed, scratch);
-      if (i != kNone) return Walked{walk.owner(), i, false, walk.BoundOf(i)};
+    if (!with_room.empty() && !order.error().has_value()) {
+      const size_t i = with_room[nth % with_room.size()];
+      return Walked{walk.owner(), i, false, walk.BoundOf(i)};
     }
   }
   if (order.error().has_value()) return *order.error();
@@ -301,10 +291,7 @@ Result<Walked> NthWithRoomOfTheLoadsSum(const KeyOrder& order,
   if (!sums.ok()) return sums.error();
   WalkBounds bounds(factor_percent, sums.value().total_load,
                     sums.value().total_weight);
-  // Each candidate is asked once: a view's Admits may read counts that other
-  // threads change (the router's hard limit), so a second ask could find
-  // none of those the first admitted.
-  thread_local std::vector<size_t> with_room;
+  std::vector<size_t>& with_room = WithRoomList();  // each asked once
   with_room.clear();
   for (size_t j = 0; j < order.yielded(); ++j) {
     const size_t i = order.Yielded(j, scratch);

@@ -398,8 +398,9 @@ TEST_P(RouteWithTotalByKernel, StaleTotalFallsBackToTheSampledDecision) {
 
 // A view's Admits may answer differently when asked again (the router's hard
 // limit reads counts other threads change between two asks). Under a stale
-// total the walk asks each candidate once and takes the (nth + 1)-th of
-// those it admitted; here every candidate is admitted at its first ask only.
+// total, and for a retry's k-th past the number with room, the walk asks
+// each candidate once and takes the (nth mod m + 1)-th of the m it admitted;
+// here every candidate is admitted at its first ask only.
 TEST(RouteWithTotal, AStaleTotalAsksEachCandidateOnceAndTakesAnAdmittedOne) {
   std::vector<contract::LoadedCandidate> backends;
   for (size_t i = 0; i < 8; ++i) {
@@ -432,6 +433,24 @@ TEST(RouteWithTotal, AStaleTotalAsksEachCandidateOnceAndTakesAnAdmittedOne) {
     const std::vector<contract::Ranked> want = contract::Order(key, backends);
     EXPECT_EQ(walked.value().selection, want[nth % want.size()].index) << key;
     EXPECT_EQ(walked.value().owner, want[0].index) << key;
+    for (const int a : asks) EXPECT_EQ(a, 1) << key;
+  }
+  // The same for a retry's k-th past the number with room (a total that
+  // gives every candidate room): it wraps around those found, each asked
+  // once.
+  for (size_t nth = 8; nth < 13; ++nth) {
+    const std::string key = "wrap-" + std::to_string(nth);
+    std::vector<int> asks(backends.size(), 0);
+    AdmitsOnce view{asks};
+    internal::KeyOrder order = internal::KeyOrder::Of(
+        prepared.list(), key, internal::KeyOrder::Stop::kPastOwner);
+    const Result<internal::Walked> walked = internal::WalkToNthWithRoom(
+        order, 125, 1000, internal::EligibleWeightOf(prepared.list()), view,
+        nth, scratch);
+    ASSERT_TRUE(walked.ok()) << key;
+    EXPECT_FALSE(walked.value().stale_total) << key;
+    const std::vector<contract::Ranked> want = contract::Order(key, backends);
+    EXPECT_EQ(walked.value().selection, want[nth % want.size()].index) << key;
     for (const int a : asks) EXPECT_EQ(a, 1) << key;
   }
 }
