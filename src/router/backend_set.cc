@@ -12,6 +12,14 @@
 
 namespace poise::router {
 
+// Every channel makes a cell per listed backend (100 channels x 1,000
+// backends: 100,000 cells), in one allocation with its shared_ptr's block
+// (16 bytes): 88 bytes keep it in glibc's 112-byte chunk, a field more takes
+// 128 (docs/performance.md, the memory goal). Counts made on first use hold
+// what a pick need not touch.
+static_assert(sizeof(void*) != 8 || sizeof(BackendCell) <= 88,
+              "BackendCell grew past glibc's 112-byte chunk");
+
 namespace {
 
 std::shared_ptr<const BackendList> EmptyList(std::shared_ptr<LoadScope> scope) {

@@ -664,7 +664,7 @@ PickOutcome Picker::Complete(size_t index, bool spilled, InFlightGuard slot,
   cell.picks.fetch_add(1, std::memory_order_relaxed);
   if (spilled) {
     stats_->spills.fetch_add(1, std::memory_order_relaxed);
-    cell.spilled_in.fetch_add(1, std::memory_order_relaxed);
+    cell.counts.Get().spilled_in.fetch_add(1, std::memory_order_relaxed);
   }
   if (ZoneActive()) {
     (in_zone_[index] != 0 ? stats_->zone_kept : stats_->zone_out)
@@ -725,7 +725,7 @@ PickOutcome Picker::PickRetry(std::string_view key,
                             : PickNextChoice(key, previous_attempts);
   if (const auto* c = std::get_if<PickOutcome::Complete>(&outcome.result)) {
     stats_->retries.fetch_add(1, std::memory_order_relaxed);
-    list_->backends[c->backend].cell->retried_in.fetch_add(
+    list_->backends[c->backend].cell->counts.Get().retried_in.fetch_add(
         1, std::memory_order_relaxed);
   }
   return outcome;

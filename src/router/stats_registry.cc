@@ -187,8 +187,6 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
     s.in_flight = b.cell->in_flight->Load();
     s.peak_in_flight = b.cell->in_flight->Peak();
     s.picks = b.cell->picks.load(std::memory_order_relaxed);
-    s.spilled_in = b.cell->spilled_in.load(std::memory_order_relaxed);
-    s.retried_in = b.cell->retried_in.load(std::memory_order_relaxed);
     const BackendCell::Fleet* fleet = b.cell->fleet_if_made();
     const int64_t received =
         fleet != nullptr ? fleet->report.received_ns() : ReportSlot::kNever;
@@ -200,6 +198,8 @@ grpc_lb::ChannelStats PolicyStats::Snapshot() const {
     s.connectivity =
         ToString(b.cell->connectivity.load(std::memory_order_relaxed));
     if (const BackendCell::Counts* counts = b.cell->counts.IfMade()) {
+      s.spilled_in = counts->spilled_in.load(std::memory_order_relaxed);
+      s.retried_in = counts->retried_in.load(std::memory_order_relaxed);
       s.admission_refusals = counts->refused.load(std::memory_order_relaxed);
       s.calls = counts->calls.Read();
     }

@@ -255,7 +255,9 @@ TEST_F(PickerTest, AFullOwnerSendsTheKeyToItsNextChoiceWithRoom) {
             WeightedRendezvous::Pick(key, rest).value());
   EXPECT_TRUE(Completed(second)->spilled);
   EXPECT_EQ(stats_->spills.load(), 1u);
-  EXPECT_EQ(set_.backends()[Completed(second)->backend].cell->spilled_in.load(),
+  EXPECT_EQ(set_.backends()[Completed(second)->backend]
+                .cell->counts.Get()
+                .spilled_in.load(),
             1u);
 }
 

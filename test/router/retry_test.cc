@@ -89,7 +89,7 @@ TEST_F(RetryTest, AttemptKPlusOneGoesToTheKeysKPlusOnethChoiceWrapping) {
   EXPECT_EQ(stats_->spills.load(), 0u);
   uint64_t retried_in = 0;
   for (const ListedBackend& b : set_.backends()) {
-    retried_in += b.cell->retried_in.load();
+    retried_in += b.cell->counts.Get().retried_in.load();
   }
   EXPECT_EQ(retried_in, 2u * 200u * 7u);  // the cells outlive a list
 }

@@ -37,7 +37,7 @@ TEST(StatsRegistry, SnapshotsLivePoliciesWithTheirBackends) {
   stats->picks = 4;
   stats->spills = 1;
   set.backends()[0].cell->picks = 3;
-  set.backends()[0].cell->spilled_in = 1;
+  set.backends()[0].cell->counts.Get().spilled_in = 1;
   ASSERT_TRUE(set.backends()[1].cell->in_flight->TryAcquire());
 
   const std::vector<grpc_lb::ChannelStats> all = SnapshotAllPolicies();
