@@ -58,10 +58,9 @@ class BackendCell final {
   // This channel's picks of the backend.
   std::atomic<uint64_t> picks{0};
   // This channel's other counts of the backend, made at the first of them:
-  // a channel may list 1,000 backends that it never calls (288 bytes). A
-  // count kept in the cell instead costs every backend of every channel 16
-  // bytes (the cell's allocation grows from 112 to 128), what took the
-  // memory goal past +27 MiB at 100 channels x 1,000 backends.
+  // a channel may list 1,000 backends that it never calls (288 bytes). The
+  // spill and retry counts live here, not in the cell, to keep the cell in
+  // its allocation chunk (the size check in backend_set.cc).
   struct Counts {
     std::atomic<uint64_t> spilled_in{0};  // picks past a full owner
     std::atomic<uint64_t> retried_in{0};  // picks of retries
