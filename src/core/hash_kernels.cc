@@ -365,13 +365,17 @@ struct KeepOfBits {
   }
 };
 #else
+// The constructor is written out, as LaneLead's: GCC compiles an implicit
+// one (running a default member initializer) without the target's
+// attributes, and unoptimised it hands back a wrong vector.
 struct KeepOfBits {
-  V lane_bit = [] {
+  HWY_INLINE KeepOfBits() {
     const D d;
     HWY_ALIGN uint64_t bit[kMaxLanes];
     for (size_t k = 0; k < hn::Lanes(d); ++k) bit[k] = uint64_t{1} << k;
-    return hn::Load(d, bit);
-  }();
+    lane_bit = hn::Load(d, bit);
+  }
+  V lane_bit;
   V operator()(uint64_t word) const {
     const D d;
     return hn::VecFromMask(d, hn::TestBit(hn::Set(d, word), lane_bit));
@@ -478,7 +482,8 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
   V index = hn::Iota(d, 0);
   // Offers lanes [i, i + lanes) with z = x, `valid` of them (a tail: fewer
   // than lanes). A refused lane offers z = 0 (x & 0), the least value.
-  const auto offer = [&](V x, size_t i, size_t valid) {
+  // (HWY_ATTR on each lambda: Highway's pragma does not reach lambdas.)
+  const auto offer = [&](V x, size_t i, size_t valid) HWY_ATTR {
     if constexpr (kGroups == 1 && !kBits) {
       if (valid == lanes) {
         Offer(lead[0], Signed(x), index);
@@ -497,7 +502,7 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
     }
     index = hn::Add(index, step);
   };
-  const auto mixed = [&](const RowView& r, size_t i) {
+  const auto mixed = [&](const RowView& r, size_t i) HWY_ATTR {
     const V scaled =
         kCommon ? r.product : TimesKey(key, hn::LoadU(d, r.power + i));
     return Mix64V(hn::Add(scaled, hn::LoadU(d, r.offset + i)));
@@ -506,11 +511,11 @@ HWY_NOINLINE void LeadPass(const IdentityTable::KeyRow& row, size_t n,
   // signed past the flip), for the `valid` lanes of x from `at`.
   const VI survivor_low = hn::Set(
       di, static_cast<int64_t>(survivors.threshold ^ (uint64_t{1} << 63)));
-  const auto survivors_of = [&](V x) {
+  const auto survivors_of = [&](V x) HWY_ATTR {
     return KeptBits(hn::RebindMask(
         d, hn::Not(hn::Lt(hn::BitCast(di, hn::Xor(x, flip)), survivor_low))));
   };
-  const auto mark_survivors = [&](V x, size_t at, size_t valid) {
+  const auto mark_survivors = [&](V x, size_t at, size_t valid) HWY_ATTR {
     if constexpr (kMarks) {
       const uint64_t kept = survivors_of(x) & (~uint64_t{0} >> (64 - valid));
       const size_t shift = at % 64;
@@ -679,7 +684,7 @@ size_t ListZInRange(const uint64_t* z, size_t n, uint64_t threshold,
   const size_t lanes = hn::Lanes(d);
   const V low = hn::Set(d, threshold);
   const VI width = Signed(hn::Set(d, span));
-  const auto in_range = [&](V v) {
+  const auto in_range = [&](V v) HWY_ATTR {
     return hn::RebindMask(d, hn::Lt(Signed(hn::Sub(v, low)), width));
   };
   size_t listed = 0;
